@@ -1,0 +1,268 @@
+"""The operator's hand-written ``harness.toml``: read-only, global-only, strict.
+
+Authority lives here: only ``[memory.rules] enforce`` lets a rule hold or stop
+a harness. So the file is found in exactly one way (``$HARNESS_CONFIG``, else
+the XDG config dir), never from a project directory, a policy repo or any
+other environment variable, and nothing in this code base writes it. Unknown
+keys are errors, because a typo in ``enforce`` that silently enforced nothing
+(or a stray key that looked like it granted something) would be worse than a
+refusal to load.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.durations import DurationError, parse_duration_ms
+from engine.errors import Diagnostic, InputError, Location
+
+DEFAULT_RETENTION_DAYS = 45
+DEFAULT_SHADOW_PERIOD_MS = 72 * 3_600_000
+DEFAULT_COST_LIMIT = 10_000
+ACTION_NAMES = ("notify", "stop")
+
+
+def config_path() -> Path:
+    """Where the global config is read from (it need not exist)."""
+    explicit = os.environ.get("HARNESS_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "harness" / "harness.toml"
+
+
+def default_store_path() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "harness" / "journal.db"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRepo:
+    name: str
+    path: Path
+    url: str | None = None
+    branch: str = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class RulesConfig:
+    enforce: tuple[str, ...] = ()
+    disable: tuple[str, ...] = ()
+    shadow_period_ms: int = DEFAULT_SHADOW_PERIOD_MS
+    cost_limit: int = DEFAULT_COST_LIMIT
+    actions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessConfig:
+    """The parsed config. ``source`` is None when no file exists (all defaults)."""
+
+    source: Path | None = None
+    store_path: Path | None = None
+    retention_days: int = DEFAULT_RETENTION_DAYS
+    rules: RulesConfig = field(default_factory=RulesConfig)
+    rule_miners: tuple[str, ...] = ()
+    policy_repos: tuple[PolicyRepo, ...] = ()
+    console_specs: tuple[str, ...] = ()
+
+    def resolved_store_path(self) -> Path:
+        return self.store_path or default_store_path()
+
+
+_SCHEMA: dict[str, Any] = {
+    "store": {"path": str, "retention_days": int},
+    "memory": {
+        "rule_miners": list,
+        "rules": {
+            "enforce": list,
+            "disable": list,
+            "shadow_period": str,
+            "cost_limit": int,
+            "actions": {"notify": list, "stop": list},
+        },
+    },
+    "policy_repo": "*repo",
+    "console": {"specs": list},
+}
+_REPO_SCHEMA = {"path": str, "url": str, "branch": str}
+
+
+class _Locator:
+    """Finds the line of ``[table]`` / ``key =`` so type errors can say line:col.
+
+    tomllib reports positions only for syntax errors; for a well-formed file
+    with a wrong value type we scan the text for the key inside its table.
+    """
+
+    _HEADER = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+
+    def __init__(self, text: str, file: str) -> None:
+        self.lines = text.splitlines()
+        self.file = file
+
+    def find(self, dotted: str) -> Location:
+        *table_parts, key = dotted.split(".")
+        table = ".".join(table_parts)
+        current = ""
+        for i, line in enumerate(self.lines, start=1):
+            header = self._HEADER.match(line)
+            if header:
+                current = header.group(1).replace('"', "").replace(" ", "")
+                if current == dotted:
+                    return Location(self.file, i, line.index("[") + 1)
+                continue
+            m = re.match(rf"^(\s*)\"?{re.escape(key)}\"?\s*=", line)
+            if m and current == table:
+                return Location(self.file, i, len(m.group(1)) + 1)
+        return Location(self.file, 1, 1)
+
+
+def _type_name(t: type) -> str:
+    return {str: "a string", int: "an integer", list: "an array", dict: "a table"}[t]
+
+
+def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
+    """Parse config text. Raises :class:`InputError` listing every problem found."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        loc = Location(file, int(m.group(1)), int(m.group(2))) if m else Location(file)
+        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg) or "malformed TOML"
+        raise InputError(
+            f"{loc}: {problem}",
+            title="Invalid harness.toml",
+            diagnostics=[Diagnostic(problem, loc, code="toml")],
+        ) from None
+    locator = _Locator(text, file)
+    problems: list[Diagnostic] = []
+
+    def bad(path: str, message: str) -> None:
+        problems.append(Diagnostic(message, locator.find(path), path=path, code="config"))
+
+    def check(table: dict[str, Any], schema: dict[str, Any], prefix: str) -> None:
+        for key, value in table.items():
+            path = f"{prefix}.{key}" if prefix else key
+            expected = schema.get(key)
+            if expected is None:
+                known = ", ".join(sorted(schema))
+                bad(path, f"unknown key `{key}` (expected one of: {known})")
+            elif expected == "*repo":
+                if not isinstance(value, dict):
+                    bad(path, "must be a table of [policy_repo.NAME] tables")
+                    continue
+                for name, repo in value.items():
+                    if not isinstance(repo, dict):
+                        bad(f"{path}.{name}", "must be a table")
+                    else:
+                        check(repo, _REPO_SCHEMA, f"{path}.{name}")
+                        if "path" not in repo:
+                            bad(f"{path}.{name}", "missing required key `path`")
+            elif isinstance(expected, dict):
+                if not isinstance(value, dict):
+                    bad(path, "must be a table")
+                else:
+                    check(value, expected, path)
+            elif not isinstance(value, expected) or isinstance(value, bool):
+                bad(path, f"must be {_type_name(expected)}, got {type(value).__name__}")
+            elif expected is list and not all(isinstance(v, str) for v in value):
+                bad(path, "must be an array of strings")
+
+    check(raw, _SCHEMA, "")
+    store = raw.get("store", {}) if isinstance(raw.get("store"), dict) else {}
+    memory = raw.get("memory", {}) if isinstance(raw.get("memory"), dict) else {}
+    rules_raw = memory.get("rules", {}) if isinstance(memory.get("rules"), dict) else {}
+    actions_raw = rules_raw.get("actions", {})
+    shadow_ms = DEFAULT_SHADOW_PERIOD_MS
+    if isinstance(rules_raw.get("shadow_period"), str):
+        try:
+            shadow_ms = parse_duration_ms(rules_raw["shadow_period"])
+        except DurationError as exc:
+            bad("memory.rules.shadow_period", str(exc))
+    retention = store.get("retention_days", DEFAULT_RETENTION_DAYS)
+    if isinstance(retention, int) and retention < 1:
+        bad("store.retention_days", "must be at least 1")
+    cost_limit = rules_raw.get("cost_limit", DEFAULT_COST_LIMIT)
+    if isinstance(cost_limit, int) and cost_limit < 1:
+        bad("memory.rules.cost_limit", "must be at least 1")
+    actions: dict[str, tuple[str, ...]] = {}
+    if isinstance(actions_raw, dict):
+        for name in ACTION_NAMES:
+            argv = actions_raw.get(name)
+            if isinstance(argv, list):
+                if not argv:
+                    bad(f"memory.rules.actions.{name}", "argv template must not be empty")
+                actions[name] = tuple(str(a) for a in argv)
+    if problems:
+        raise InputError(
+            f"{file}: {len(problems)} problem(s)",
+            title="Invalid harness.toml",
+            diagnostics=problems,
+        )
+    repos = []
+    for name, repo in sorted((raw.get("policy_repo") or {}).items()):
+        repos.append(
+            PolicyRepo(
+                name=name,
+                path=Path(repo["path"]).expanduser(),
+                url=repo.get("url"),
+                branch=repo.get("branch", "main"),
+            )
+        )
+    store_path = store.get("path")
+    return HarnessConfig(
+        source=None,
+        store_path=Path(store_path).expanduser() if store_path else None,
+        retention_days=retention if isinstance(retention, int) else DEFAULT_RETENTION_DAYS,
+        rules=RulesConfig(
+            enforce=tuple(rules_raw.get("enforce", ())),
+            disable=tuple(rules_raw.get("disable", ())),
+            shadow_period_ms=shadow_ms,
+            cost_limit=cost_limit if isinstance(cost_limit, int) else DEFAULT_COST_LIMIT,
+            actions=actions,
+        ),
+        rule_miners=tuple(memory.get("rule_miners", ())),
+        policy_repos=tuple(repos),
+        console_specs=tuple((raw.get("console") or {}).get("specs", ())),
+    )
+
+
+def load_config(path: Path | None = None) -> HarnessConfig:
+    """Load the global config (or ``path``, for tests). Missing file = defaults."""
+    target = path or config_path()
+    try:
+        text = target.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return HarnessConfig()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"{target}: cannot read config: {exc}",
+            title="Unreadable harness.toml",
+            diagnostics=[Diagnostic(f"cannot read: {exc}", Location(str(target)), code="io")],
+        ) from None
+    parsed = parse_config(text, str(target))
+    return HarnessConfig(
+        source=target,
+        store_path=parsed.store_path,
+        retention_days=parsed.retention_days,
+        rules=parsed.rules,
+        rule_miners=parsed.rule_miners,
+        policy_repos=parsed.policy_repos,
+        console_specs=parsed.console_specs,
+    )
+
+
+def resolve_store(cli_value: str | None, config: HarnessConfig | None = None) -> Path:
+    """``--store`` if given, else ``[store] path``, else the XDG state dir."""
+    if cli_value:
+        return Path(cli_value).expanduser()
+    cfg = config if config is not None else load_config()
+    return cfg.resolved_store_path()

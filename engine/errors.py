@@ -1,0 +1,137 @@
+"""One error vocabulary for every engine surface.
+
+Every problem a user can cause (a bad YAML file, a CEL typo, a malformed
+journal row, a wrong CLI flag) is reported as a :class:`Diagnostic` with a
+location, and raised, when it must stop the work, as a :class:`HarnessError`.
+The CLIs catch ``HarnessError`` at the top and print it; anything else reaching
+the top is a bug. Keeping location and rendering here means the skill checker,
+the rule loader and the console all print errors the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A point in a source file. ``line`` and ``col`` are 1-based; 0 means unknown."""
+
+    file: str | None = None
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        parts = [self.file or "<input>"]
+        if self.line:
+            parts.append(str(self.line))
+            if self.col:
+                parts.append(str(self.col))
+        return ":".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One finding: what is wrong, where, and (optionally) which field.
+
+    ``path`` is the dotted field path inside the document (``rules[0].prefer``),
+    which is what a user searches for when the line number has drifted.
+    """
+
+    message: str
+    location: Location = field(default_factory=Location)
+    path: str = ""
+    severity: Severity = "error"
+    code: str = ""
+    hint: str = ""
+
+    def __str__(self) -> str:
+        where = str(self.location)
+        field_part = f" {self.path}:" if self.path else ""
+        text = f"{where}: {self.severity}:{field_part} {self.message}"
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+            "path": self.path,
+            "file": self.location.file,
+            "line": self.location.line,
+            "col": self.location.col,
+            "hint": self.hint,
+        }
+
+    def render(self, source: str | None = None) -> str:
+        """The diagnostic, plus the offending source line and a caret when known."""
+        text = str(self)
+        if source is None or not self.location.line:
+            return text
+        snippet = caret_snippet(source, self.location.line, self.location.col)
+        return f"{text}\n{snippet}" if snippet else text
+
+
+def caret_snippet(source: str, line: int, col: int) -> str:
+    """``source``'s 1-based ``line`` followed by a caret under ``col``."""
+    lines = source.splitlines()
+    if not 1 <= line <= len(lines):
+        return ""
+    text = lines[line - 1].expandtabs(1)
+    if len(text) > 200:
+        start = max(0, col - 100)
+        text = text[start : start + 200]
+        col -= start
+    pad = " " * max(col - 1, 0)
+    return f"  | {text}\n  | {pad}^"
+
+
+class HarnessError(Exception):
+    """Base class for errors a user can cause and fix.
+
+    ``title`` is a short headline (shown as a console notification title or
+    the first line of CLI output); ``diagnostics`` carries the located details.
+    ``exit_code`` follows the pinned convention: 2 for usage or unreadable
+    input, 1 for a check that found failures.
+    """
+
+    title: str = "Error"
+    exit_code: int = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        title: str | None = None,
+        diagnostics: Iterable[Diagnostic] = (),
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if title is not None:
+            self.title = title
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+
+    def __str__(self) -> str:
+        if not self.diagnostics:
+            return self.message
+        return "\n".join(str(d) for d in self.diagnostics)
+
+
+class InputError(HarnessError):
+    """Unreadable or malformed input: a file, a flag, a row. Exit code 2."""
+
+    title = "Bad input"
+    exit_code = 2
+
+
+class CheckFailed(HarnessError):
+    """A check ran and found failures (invalid spec, failing test). Exit code 1."""
+
+    title = "Check failed"
+    exit_code = 1

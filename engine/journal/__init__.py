@@ -1,0 +1,1 @@
+"""The rule journal: one SQLite table, one seq, admission and the simulated fleet."""

@@ -1,0 +1,1 @@
+"""SkillSpec v0 contract checker: load, validate, imports, deps, decide, test, trace."""

@@ -1,0 +1,97 @@
+"""The ``skillspec`` command, argument for argument with the reference CLI.
+
+This module only declares arguments. Handlers live in ``cmd_check`` (validate,
+imports check, deps check) and ``cmd_decide`` (decide, explain, test, trace)
+and are imported when their subcommand runs, so ``skillspec validate`` pays
+only for what it uses and never imports Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from engine.cli.common import ArgumentParser, dispatch
+
+
+def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        impl: Callable[[argparse.Namespace], int] = getattr(
+            importlib.import_module(f"engine.skillspec.{module}"), func
+        )
+        return impl(args)
+
+    return handler
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="skillspec",
+        description="Check SkillSpec v0 contracts (skill.spec.yml) and decide inputs against them.",
+    )
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    def spec_cmd(
+        name: str,
+        help_text: str,
+        parent: argparse._SubParsersAction[argparse.ArgumentParser] | None = None,
+    ) -> argparse.ArgumentParser:
+        p = (parent or sub).add_parser(name, help=help_text, description=help_text)
+        p.add_argument("spec", metavar="SPEC", help="path to a skill.spec.yml")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        return p
+
+    p = spec_cmd("validate", "Validate structure and every cross-reference of a spec.")
+    p.set_defaults(handler=_lazy("cmd_check", "cmd_validate"))
+
+    imports = sub.add_parser("imports", help="Import graph commands.")
+    isub = imports.add_subparsers(title="imports commands", metavar="COMMAND")
+    p = spec_cmd("check", "Resolve imports, sections and the load order.", isub)
+    p.set_defaults(handler=_lazy("cmd_check", "cmd_imports_check"))
+
+    deps = sub.add_parser("deps", help="Dependency commands.")
+    dsub = deps.add_subparsers(title="deps commands", metavar="COMMAND")
+    p = spec_cmd("check", "Check cli, file and env dependencies; list the rest.", dsub)
+    p.set_defaults(handler=_lazy("cmd_check", "cmd_deps_check"))
+
+    p = spec_cmd("test", "Run the spec's scenario tests through decide.")
+    p.add_argument(
+        "--coverage", action="store_true", help="report rules and routes no scenario test reaches"
+    )
+    p.set_defaults(handler=_lazy("cmd_decide", "cmd_test"))
+
+    p = spec_cmd("decide", "Decide one input (or many with --inputs) against the spec.")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--input", metavar="TEXT", help="the user input to decide")
+    group.add_argument(
+        "--inputs", metavar="FILE", help="one JSON string per line in, one decision per line out"
+    )
+    p.add_argument("--trace-dir", metavar="DIR", help="write a decision trace under DIR")
+    p.set_defaults(handler=_lazy("cmd_decide", "cmd_decide"))
+
+    p = spec_cmd("explain", "Explain, rule by rule, how an input is decided.")
+    p.add_argument("--input", metavar="TEXT", required=True, help="the user input to explain")
+    p.add_argument("--trace-dir", metavar="DIR", help="write a decision trace under DIR")
+    p.set_defaults(handler=_lazy("cmd_decide", "cmd_explain"))
+
+    trace = sub.add_parser("trace", help="Decision trace commands.")
+    tsub = trace.add_subparsers(title="trace commands", metavar="COMMAND")
+    p = tsub.add_parser("compact", help="Write trace.jsonl and summary.json for a run directory.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_lazy("cmd_decide", "cmd_trace_compact"))
+    p = spec_cmd("align", "Re-decide a traced input and compare the deterministic facts.", tsub)
+    p.add_argument("--decision-trace", metavar="RUN_DIR", required=True)
+    p.add_argument("--summary", action="store_true", help="print only the summary")
+    p.set_defaults(handler=_lazy("cmd_decide", "cmd_trace_align"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return dispatch(build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

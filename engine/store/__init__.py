@@ -1,0 +1,1 @@
+"""The one SQLite store: connection settings and ordered schema migrations."""

@@ -1,0 +1,23 @@
+"""Shared fixtures. ``SHARED`` is the read-only ``../shared`` folder beside the checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+REFERENCE = SHARED / "conformance" / "reference"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never let a test read the developer's real harness.toml or state dir."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.delenv("HARNESS_CONFIG", raising=False)
