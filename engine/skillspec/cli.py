@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from engine.cli.common import ArgumentParser, dispatch
 
@@ -36,7 +37,7 @@ def build_parser() -> ArgumentParser:
     def spec_cmd(
         name: str,
         help_text: str,
-        parent: argparse._SubParsersAction[argparse.ArgumentParser] | None = None,
+        parent: Any = None,
     ) -> argparse.ArgumentParser:
         p = (parent or sub).add_parser(name, help=help_text, description=help_text)
         p.add_argument("spec", metavar="SPEC", help="path to a skill.spec.yml")

@@ -28,7 +28,7 @@ def connect(
                 raise InputError(
                     f"{target}: no store here (run `harness demo --store {target}` or start writing)",
                     title="No store",
-                    diagnostics=[Diagnostic("store file does not exist", Location(str(target)))],  # noqa: E501
+                    diagnostics=[Diagnostic("store file does not exist", Location(str(target)))],
                 )
             conn = sqlite3.connect(
                 f"file:{target}?mode=ro",
