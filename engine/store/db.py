@@ -25,10 +25,11 @@ def connect(
     try:
         if readonly:
             if not target.exists():
+                hint = f"run `harness demo --store {target}` or start writing"
                 raise InputError(
-                    f"{target}: no store here (run `harness demo --store {target}` or start writing)",
+                    f"{target}: no store here ({hint})",
                     title="No store",
-                    diagnostics=[Diagnostic("store file does not exist", Location(str(target)))],
+                    diagnostics=[Diagnostic("no store here", Location(str(target)), hint=hint)],
                 )
             conn = sqlite3.connect(
                 f"file:{target}?mode=ro",
