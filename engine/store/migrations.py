@@ -13,12 +13,14 @@ import sqlite3
 from collections.abc import Callable
 
 from engine.journal import schema as journal_schema
+from engine.rules import lifecycle_schema
 from engine.rules import schema as rules_schema
 
 #: (version, name, SQL script). Versions are 1, 2, 3, … with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[], str]], ...] = (
     (1, "journal", lambda: journal_schema.SCHEMA_V1),
     (2, "rules", lambda: rules_schema.SCHEMA_V1),
+    (3, "lifecycle", lambda: lifecycle_schema.SCHEMA_V1),
 )
 
 

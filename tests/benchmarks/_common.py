@@ -50,6 +50,8 @@ def print_table(rows: list[Row], out=sys.stdout) -> None:  # type: ignore[no-unt
         target = "" if r.target is None else ("≥" if r.higher_is_better else "≤") + f"{r.target:g}"
         ratio = "" if r.ratio is None else f"{r.ratio:.1f}x"
         ok = {None: "", True: "yes", False: "NO"}[r.meets_target]
-        out.write(f"{r.benchmark:48} {r.figure:>14,.1f} {r.unit:10} {target:>12} {ratio:>8}  {ok}\n")
+        out.write(
+            f"{r.benchmark:48} {r.figure:>14,.1f} {r.unit:10} {target:>12} {ratio:>8}  {ok}\n"
+        )
         if r.note:
             out.write(f"    {r.note}\n")
