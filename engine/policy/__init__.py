@@ -1,0 +1,1 @@
+"""The policy repo: a git checkout whose ``rules/`` directory holds policy rules."""

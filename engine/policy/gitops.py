@@ -1,0 +1,66 @@
+"""Thin, explicit wrappers over the git CLI.
+
+We shell out to git rather than reimplement it: the operator's checkout, its
+credentials and hooks are git's business. Every call has a timeout, no shell,
+and failures become :class:`PolicyError` with git's own words, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from engine.errors import HarnessError
+
+GIT_TIMEOUT_S = 120
+
+
+class PolicyError(HarnessError):
+    """A policy repo cannot be synced or prepared as asked."""
+
+    title = "Policy repo"
+    exit_code = 1
+
+
+def git(repo: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT_S) -> str:
+    """Run ``git -C repo args…`` and return stdout (stripped)."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(repo), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=_git_env(),
+        )
+    except FileNotFoundError:
+        raise PolicyError("git is not installed or not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise PolicyError(f"git {' '.join(args)} timed out after {timeout:g}s in {repo}") from None
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        last = detail[-1] if detail else f"exit status {proc.returncode}"
+        raise PolicyError(f"git {' '.join(args)} failed in {repo}: {last}")
+    return proc.stdout.strip()
+
+
+def _git_env() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"  # never hang waiting for a password
+    env.setdefault("LC_ALL", "C")
+    return env
+
+
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
+        capture_output=True,
+        text=True,
+        timeout=GIT_TIMEOUT_S,
+        check=False,
+        env=_git_env(),
+    )
+    return proc.returncode == 0
