@@ -1,0 +1,483 @@
+"""Decide an input against a SkillSpec: the rule algebra of the reference.
+
+``compile_spec`` turns loaded spec data into a :class:`CompiledSpec` once
+(phrase index, default route order, per-rule effects) so that ``decide`` can
+run many inputs cheaply. The algebra, in file order over matching rules:
+``prefer`` sets the route, ``route_order`` replaces the order, forbid / elicit /
+after_success are appended (de-duplicated at the end, first occurrence kept),
+``allow`` is merged (later key wins), and the reason is the last non-empty
+one. When no rule preferred a route, the first route of the current order is
+chosen; the basis says whether a rule's ``route_order`` or the default
+rank order produced it. Everything here is UI-free and never imports Textual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import Diagnostic, InputError, Location
+from engine.skillspec.matching import (
+    BOOLEAN_PREDICATES,
+    PhraseIndex,
+    normalize_input,
+    normalize_phrase,
+    predicate_value,
+)
+
+BASIS_RULE_PREFER = "rule_prefer"
+BASIS_ROUTE_ORDER = "route_order_default"
+BASIS_DEFAULT = "default_route_order"
+DEFAULT_REASON = "selected first route by rank/default order"
+_NO_RANK = 2**63 - 1
+_KNOWN_WHEN = frozenset(("user_says_any", "user_says_all_groups", *BOOLEAN_PREDICATES))
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    """One rule with its phrases normalized and indexed, plus its effects."""
+
+    index: int
+    id: str
+    any_phrases: tuple[str, ...]  # raw, as written
+    any_ids: frozenset[int]  # ids in the spec's PhraseIndex ('' phrases dropped)
+    groups: tuple[tuple[str, ...], ...]
+    group_ids: tuple[frozenset[int], ...]
+    booleans: tuple[tuple[str, bool], ...]
+    has_condition: bool
+    prefer: str | None
+    route_order: tuple[str, ...]
+    forbid: tuple[str, ...]
+    allow: tuple[tuple[str, Any], ...]
+    elicit: tuple[str, ...]
+    after_success: tuple[str, ...]
+    reason: str | None
+    line: int = 0
+
+    @property
+    def uses_phrases(self) -> bool:
+        return bool(self.any_phrases or self.groups)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutePlan:
+    phases: tuple[str, ...]
+    jumps: tuple[str, ...]  # "phase:when->to_phase"
+
+
+@dataclass(frozen=True)
+class CompiledSpec:
+    """A spec prepared for deciding: built once, shared read-only."""
+
+    skill_id: str
+    schema: str
+    routes: tuple[str, ...]  # file order
+    default_route_order: tuple[str, ...]
+    rules: tuple[CompiledRule, ...]
+    plans: Mapping[str, RoutePlan]
+    trace_required: bool
+    trace_record: tuple[str, ...]
+    tests: tuple[Mapping[str, Any], ...]
+    index: PhraseIndex = field(repr=False, compare=False)
+    phrase_rules: Mapping[int, tuple[int, ...]] = field(repr=False, compare=False)
+    always_eval: frozenset[int] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSelection:
+    route: str
+    basis: str
+    rule_id: str | None
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "route": self.route,
+            "basis": self.basis,
+            "rule_id": self.rule_id,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedRule:
+    id: str
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One decision event as the reference names it (``event``) with its payload."""
+
+    event: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    input: str
+    route: str | None
+    route_selection: RouteSelection | None
+    route_order: tuple[str, ...]
+    forbid: tuple[str, ...]
+    allow: Mapping[str, Any]
+    elicit: tuple[str, ...]
+    after_success: tuple[str, ...]
+    matched_rules: tuple[MatchedRule, ...]
+    reason: str | None
+    plan: RoutePlan | None = None
+    events: tuple[TraceEvent, ...] = ()
+
+    @property
+    def matched_rule_ids(self) -> tuple[str, ...]:
+        return tuple(m.id for m in self.matched_rules)
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly the pinned keys of ``skillspec decide --json``."""
+        return {
+            "input": self.input,
+            "route": self.route,
+            "route_selection": None
+            if self.route_selection is None
+            else self.route_selection.to_json(),
+            "route_order": list(self.route_order),
+            "forbid": list(self.forbid),
+            "allow": dict(self.allow),
+            "elicit": list(self.elicit),
+            "after_success": list(self.after_success),
+            "matched_rules": [{"id": m.id, "reason": m.reason} for m in self.matched_rules],
+            "reason": self.reason,
+        }
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def _bad(message: str, node: Any, key: str | int | None, path: str) -> InputError:
+    line = col = 0
+    where = getattr(node, "where", None)
+    if where is not None and key is not None:
+        try:
+            loc = where(key)
+            line, col = int(loc.line), int(loc.col)
+        except (KeyError, IndexError, AttributeError, TypeError):
+            pass
+    file = None
+    pos = getattr(node, "pos", None)
+    if pos is not None:
+        file = getattr(pos, "file", None)
+        if not line:
+            line, col = int(getattr(pos, "line", 0)), int(getattr(pos, "col", 0))
+    diag = Diagnostic(message, Location(file, line, col), path=path)
+    return InputError(message, title="Spec cannot be decided", diagnostics=[diag])
+
+
+def _str_list(node: Mapping[str, Any], key: str, path: str) -> tuple[str, ...]:
+    value = node.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(f"{key} must be a list of strings", node, key, f"{path}.{key}")
+    return tuple(value)
+
+
+def _line_of(node: Any) -> int:
+    pos = getattr(node, "pos", None)
+    return int(getattr(pos, "line", 0) or 0)
+
+
+def _compile_rule(i: int, raw: Any, index: PhraseIndex) -> CompiledRule:
+    path = f"rules[{i}]"
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str):
+        raise _bad("a rule must be a mapping with a string id", raw, None, path)
+    when = raw.get("when") or {}
+    if not isinstance(when, Mapping):
+        raise _bad("when must be a mapping", raw, "when", f"{path}.when")
+    for key in when:
+        if key not in _KNOWN_WHEN:
+            # The reference's predicate type rejects unknown fields, x- ones included,
+            # so such a spec never reaches decide there; refuse here the same way.
+            raise _bad(
+                f"unknown predicate {key!r} (the reference rejects unknown fields in when, "
+                "x- extensions included)",
+                when,
+                key,
+                f"{path}.when.{key}",
+            )
+    any_phrases = _str_list(when, "user_says_any", f"{path}.when")
+    groups_raw = when.get("user_says_all_groups") or []
+    if not isinstance(groups_raw, list):
+        raise _bad(
+            "user_says_all_groups must be a list of lists",
+            when,
+            "user_says_all_groups",
+            f"{path}.when.user_says_all_groups",
+        )
+    groups: list[tuple[str, ...]] = []
+    for g, group in enumerate(groups_raw):
+        if not isinstance(group, list) or not all(isinstance(p, str) for p in group):
+            raise _bad(
+                "each user_says_all_groups entry must be a list of strings",
+                groups_raw,
+                g,
+                f"{path}.when.user_says_all_groups[{g}]",
+            )
+        groups.append(tuple(group))
+    booleans: list[tuple[str, bool]] = []
+    for name in BOOLEAN_PREDICATES:
+        value = when.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise _bad(f"{name} must be true or false", when, name, f"{path}.when.{name}")
+        booleans.append((name, value))
+
+    def ids(phrases: Sequence[str]) -> frozenset[int]:
+        out = {index.add(normalize_phrase(p)) for p in phrases}
+        out.discard(-1)
+        return frozenset(out)
+
+    prefer = raw.get("prefer")
+    reason = raw.get("reason")
+    allow = raw.get("allow") or {}
+    if not isinstance(allow, Mapping):
+        raise _bad("allow must be a mapping", raw, "allow", f"{path}.allow")
+    return CompiledRule(
+        index=i,
+        id=raw["id"],
+        any_phrases=any_phrases,
+        any_ids=ids(any_phrases),
+        groups=tuple(groups),
+        group_ids=tuple(ids(g) for g in groups),
+        booleans=tuple(booleans),
+        has_condition=bool(any_phrases or groups or booleans),
+        prefer=prefer if isinstance(prefer, str) else None,
+        route_order=_str_list(raw, "route_order", path),
+        forbid=_str_list(raw, "forbid", path),
+        allow=tuple((str(k), v) for k, v in allow.items()),
+        elicit=_str_list(raw, "elicit", path),
+        after_success=_str_list(raw, "after_success", path),
+        reason=reason if isinstance(reason, str) else None,
+        line=_line_of(raw),
+    )
+
+
+def _plan_of(route: Mapping[str, Any]) -> RoutePlan | None:
+    plan = route.get("execution_plan")
+    if not isinstance(plan, Mapping):
+        return None
+    phases: list[str] = []
+    jumps: list[str] = []
+    for phase in plan.get("phases") or []:
+        if not isinstance(phase, Mapping):
+            continue
+        pid = str(phase.get("id"))
+        phases.append(pid)
+        for jump in phase.get("jumps") or []:
+            if isinstance(jump, Mapping):
+                jumps.append(f"{pid}:{jump.get('when')}->{jump.get('to_phase')}")
+    return RoutePlan(tuple(phases), tuple(jumps))
+
+
+def compile_spec(data: Mapping[str, Any]) -> CompiledSpec:
+    """Prepare loaded spec data for deciding; raises InputError on shapes decide cannot use."""
+    if not isinstance(data, Mapping):
+        raise _bad("the spec must be a mapping", data, None, "")
+    routes_raw = data.get("routes") or []
+    routes: list[tuple[str, int]] = []
+    plans: dict[str, RoutePlan] = {}
+    for r, route in enumerate(routes_raw if isinstance(routes_raw, list) else []):
+        if not isinstance(route, Mapping) or not isinstance(route.get("id"), str):
+            raise _bad("a route must be a mapping with a string id", routes_raw, r, f"routes[{r}]")
+        rank = route.get("rank")
+        routes.append((route["id"], rank if isinstance(rank, int) else _NO_RANK))
+        plan = _plan_of(route)
+        if plan is not None and route["id"] not in plans:
+            plans[route["id"]] = plan
+    order = tuple(rid for rid, _ in sorted(routes, key=lambda item: item[1]))  # stable
+    index = PhraseIndex(())
+    rules_raw = data.get("rules") or []
+    rules = tuple(
+        _compile_rule(i, raw, index)
+        for i, raw in enumerate(rules_raw if isinstance(rules_raw, list) else [])
+    )
+    phrase_rules: dict[int, list[int]] = {}
+    always: set[int] = set()
+    for rule in rules:
+        if not rule.has_condition:
+            continue
+        if rule.uses_phrases:
+            for pid in rule.any_ids.union(*rule.group_ids):
+                phrase_rules.setdefault(pid, []).append(rule.index)
+        else:
+            always.add(rule.index)
+    trace = data.get("trace") if isinstance(data.get("trace"), Mapping) else {}
+    assert isinstance(trace, Mapping)
+    record = trace.get("record") or []
+    tests_raw = data.get("tests") or []
+    return CompiledSpec(
+        skill_id=str(data.get("id", "")),
+        schema=str(data.get("schema", "")),
+        routes=tuple(rid for rid, _ in routes),
+        default_route_order=order,
+        rules=rules,
+        plans=plans,
+        trace_required=trace.get("required") is True,
+        trace_record=tuple(str(x) for x in record) if isinstance(record, list) else (),
+        tests=tuple(t for t in tests_raw if isinstance(t, Mapping))
+        if isinstance(tests_raw, list)
+        else (),
+        index=index,
+        phrase_rules={k: tuple(v) for k, v in phrase_rules.items()},
+        always_eval=frozenset(always),
+    )
+
+
+# --------------------------------------------------------------------------- decide
+
+
+class InputFacts:
+    """What an input says, computed lazily and shared by every rule of one decision."""
+
+    __slots__ = ("_bools", "phrases", "text")
+
+    def __init__(self, compiled: CompiledSpec, raw: str) -> None:
+        self.text = normalize_input(raw)
+        self.phrases: set[int] = compiled.index.find(self.text)
+        self._bools: dict[str, bool] = {}
+
+    def boolean(self, name: str) -> bool:
+        value = self._bools.get(name)
+        if value is None:
+            value = self._bools[name] = predicate_value(name, self.text)
+        return value
+
+
+def rule_matches(rule: CompiledRule, facts: InputFacts) -> bool:
+    """All specified predicates must hold; a rule with none never matches."""
+    if not rule.has_condition:
+        return False
+    found = facts.phrases
+    if rule.any_phrases and rule.any_ids.isdisjoint(found):
+        return False
+    for ids in rule.group_ids:
+        if ids.isdisjoint(found):
+            return False
+    return all(facts.boolean(name) == expected for name, expected in rule.booleans)
+
+
+def _dedupe(values: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def decide(compiled: CompiledSpec, text: str, *, events: bool = False) -> Decision:
+    """Decide one input. With ``events`` the decision also carries the reference's event list."""
+    facts = InputFacts(compiled, text)
+    candidates: set[int] = set(compiled.always_eval)
+    phrase_rules = compiled.phrase_rules
+    for pid in facts.phrases:
+        hit = phrase_rules.get(pid)
+        if hit:
+            candidates.update(hit)
+    rules = compiled.rules
+    matched = [rules[i] for i in sorted(candidates) if rule_matches(rules[i], facts)]
+    return build_decision(compiled, text, matched, events=events)
+
+
+def build_decision(
+    compiled: CompiledSpec,
+    text: str,
+    matched: Sequence[CompiledRule],
+    *,
+    events: bool = False,
+) -> Decision:
+    """Apply matched rules' effects in file order and choose the route."""
+    route: str | None = None
+    selection: RouteSelection | None = None
+    order: tuple[str, ...] = compiled.default_route_order
+    order_source: CompiledRule | None = None
+    forbid: list[str] = []
+    elicit: list[str] = []
+    after: list[str] = []
+    allow: dict[str, Any] = {}
+    reason: str | None = None
+    log: list[TraceEvent] | None = None
+    if events:
+        log = [
+            TraceEvent("input_received", {"input": text}),
+            TraceEvent("spec_loaded", {"skill_id": compiled.skill_id, "schema": compiled.schema}),
+        ]
+        matched_set = {r.index for r in matched}
+    for rule in matched if log is None else compiled.rules:
+        if log is not None:
+            hit = rule.index in matched_set
+            log.append(TraceEvent("rule_evaluated", {"rule_id": rule.id, "matched": hit}))
+            if not hit:
+                continue
+            log.append(TraceEvent("rule_matched", {"rule_id": rule.id, "reason": rule.reason}))
+        if rule.prefer is not None:
+            route = rule.prefer
+            selection = RouteSelection(route, BASIS_RULE_PREFER, rule.id, rule.reason)
+            if log is not None:
+                log.append(TraceEvent("route_selected", selection.to_json()))
+        if rule.route_order:
+            order = rule.route_order
+            order_source = rule
+            if log is not None:
+                log.append(TraceEvent("route_order_set", {"route_order": list(order)}))
+        if log is not None:
+            if rule.forbid:
+                log.append(TraceEvent("forbid_added", {"forbid": list(rule.forbid)}))
+            if rule.allow:
+                log.append(TraceEvent("allow_added", {"allow": dict(sorted(rule.allow))}))
+            if rule.elicit:
+                log.append(TraceEvent("elicitation_requested", {"elicit": list(rule.elicit)}))
+            if rule.after_success:
+                log.append(
+                    TraceEvent(
+                        "after_success_scheduled", {"after_success": list(rule.after_success)}
+                    )
+                )
+        forbid.extend(rule.forbid)
+        elicit.extend(rule.elicit)
+        after.extend(rule.after_success)
+        allow.update(rule.allow)
+        if rule.reason:
+            reason = rule.reason
+    if route is None and order:
+        route = order[0]
+        if order_source is not None:
+            selection = RouteSelection(
+                route, BASIS_ROUTE_ORDER, order_source.id, order_source.reason
+            )
+        else:
+            selection = RouteSelection(route, BASIS_DEFAULT, None, DEFAULT_REASON)
+        if log is not None:
+            log.append(TraceEvent("route_selected", selection.to_json()))
+    matched_rules = tuple(MatchedRule(r.id, r.reason) for r in matched)
+    if log is not None:
+        log.append(
+            TraceEvent(
+                "outcome_recorded",
+                {
+                    "route": route,
+                    "route_selection": None if selection is None else selection.to_json(),
+                    "matched_rules": [m.id for m in matched_rules],
+                },
+            )
+        )
+    return Decision(
+        input=text,
+        route=route,
+        route_selection=selection,
+        route_order=order,
+        forbid=_dedupe(forbid),
+        allow={k: allow[k] for k in sorted(allow)},
+        elicit=_dedupe(elicit),
+        after_success=_dedupe(after),
+        matched_rules=matched_rules,
+        reason=reason,
+        plan=compiled.plans.get(route) if route is not None else None,
+        events=tuple(log) if log is not None else (),
+    )
