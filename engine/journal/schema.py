@@ -1,4 +1,19 @@
-"""Journal tables (migration 1). Columns of ``rule_journal`` are pinned in DESIGN.md."""
+"""Journal tables (migration 1). Columns of ``rule_journal`` are pinned in DESIGN.md.
+
+Indexes: every index slows admission, so there are exactly two. Both end in
+``at`` so a window ``at > now - w`` is a range scan: ``(harness, type, at)``
+serves per-harness aggregates (restarts, verify failures, loop trips) and the
+console's per-harness views; ``(type, at)`` serves fleet-wide aggregates,
+``stats`` and ``explain``. ``seq`` is the rowid; since ``at`` is
+non-decreasing in ``seq``, a time bound on the whole table is found by binary
+search over ``seq`` (``engine.journal.reader.seq_at_or_after``) rather than a
+third index.
+
+``journal_counters`` persists what other processes need to see: ``dropped``
+and ``refused`` (doctor, metrics, stats), and the committer's high-water marks
+``last_seq``, ``last_at`` and ``last_tick_at``, which survive pruning so that
+``seq`` never restarts and ``at`` never goes back after old rows are deleted.
+"""
 
 SCHEMA_V1 = """
 CREATE TABLE rule_journal (
@@ -21,9 +36,8 @@ CREATE TABLE rule_journal (
 );
 CREATE INDEX rule_journal_harness_type ON rule_journal (harness, type, at);
 CREATE INDEX rule_journal_type_at ON rule_journal (type, at);
-CREATE INDEX rule_journal_at ON rule_journal (at);
 CREATE TABLE journal_counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
-);
+) WITHOUT ROWID
 """

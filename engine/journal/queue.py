@@ -1,0 +1,167 @@
+"""The bounded, dropping queue in front of the committer.
+
+Sources (observer, ledger, loop guard…) must never stall because the store is
+slow or locked: a stalled observer would delay the very harness it watches.
+So a writer calls :meth:`JournalWriter.offer`, which only appends to a bounded
+in-memory queue and returns at once: ``True`` if the row was queued, ``False``
+(and the drop counted) when the queue is full. Validation happens on the
+committer thread, not in ``offer``, to keep the writer's cost to a lock and an
+append. One committer thread drains the queue in batches (one transaction
+each) and, while the writer is running, wakes at least every
+``tick_poll_s`` so tick rows are admitted even when nothing else happens.
+
+Counts: ``offered == queued + dropped`` exactly, and every queued row is
+either admitted or refused by the time :meth:`close` returns. Drops and
+refusals are persisted to the store's counters with the next batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
+from engine.store.db import connect
+
+DEFAULT_CAPACITY = 10_000
+DEFAULT_BATCH = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStats:
+    offered: int
+    dropped: int
+    admitted: int
+    refused: int
+    ticks: int
+    batches: int
+
+
+class JournalWriter:
+    """A committer thread behind a bounded queue. Use as a context manager or start/close."""
+
+    def __init__(
+        self,
+        store: str | Path,
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        batch: int = DEFAULT_BATCH,
+        clock: Clock = wall_clock_ms,
+        ticks: bool = True,
+        tick_poll_s: float = 1.0,
+    ) -> None:
+        if capacity < 1 or batch < 1:
+            raise ValueError("capacity and batch must be at least 1")
+        self.store = Path(store)
+        self.capacity = capacity
+        self.batch = batch
+        self.clock = clock
+        self.ticks = ticks
+        self.tick_poll_s = tick_poll_s
+        self._queue: deque[object] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.offered = 0
+        self.dropped = 0
+        self._dropped_unflushed = 0
+        self.admitted = 0
+        self.refused = 0
+        self.tick_rows = 0
+        self.batches = 0
+        # Open (and migrate) in the caller's thread so a bad store fails loudly here.
+        connect(self.store).close()
+
+    def __enter__(self) -> JournalWriter:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="journal-committer", daemon=True)
+            self._thread.start()
+
+    def offer(self, row: object) -> bool:
+        """Queue ``row`` for admission; never blocks on the store. False = dropped (counted)."""
+        with self._lock:
+            self.offered += 1
+            if len(self._queue) >= self.capacity or self._closing:
+                self.dropped += 1
+                self._dropped_unflushed += 1
+                return False
+            self._queue.append(row)
+            if len(self._queue) == 1:
+                self._wake.notify()
+            return True
+
+    def close(self, timeout: float | None = 30.0) -> WriterStats:
+        """Stop taking rows, admit everything queued, flush counters, stop the thread."""
+        with self._lock:
+            self._closing = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._error is not None:
+            raise self._error
+        return self.stats()
+
+    def stats(self) -> WriterStats:
+        with self._lock:
+            return WriterStats(
+                offered=self.offered,
+                dropped=self.dropped,
+                admitted=self.admitted,
+                refused=self.refused,
+                ticks=self.tick_rows,
+                batches=self.batches,
+            )
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception that stopped the committer thread, if any."""
+        return self._error
+
+    def _take(self) -> tuple[list[object], int, bool]:
+        """Wait for rows (or a tick deadline); return (rows, drops to flush, closing)."""
+        with self._lock:
+            if not self._queue and not self._closing:
+                self._wake.wait(self.tick_poll_s)
+            n = min(len(self._queue), self.batch)
+            rows = [self._queue.popleft() for _ in range(n)]
+            drops, self._dropped_unflushed = self._dropped_unflushed, 0
+            return rows, drops, self._closing and not self._queue
+
+    def _run(self) -> None:
+        conn = connect(self.store, check_same_thread=True)
+        committer = Committer(conn, clock=self.clock, ticks=self.ticks)
+        last_minute = self.clock() // MINUTE_MS
+        try:
+            while True:
+                rows, drops, last = self._take()
+                minute = self.clock() // MINUTE_MS
+                if rows or drops or (self.ticks and minute != last_minute):
+                    result = committer.admit(rows, dropped=drops)
+                    last_minute = minute
+                    with self._lock:
+                        self.admitted += result.admitted
+                        self.refused += len(result.refused)
+                        self.tick_rows += result.ticks
+                        self.batches += 1
+                if last:
+                    with self._lock:
+                        leftover = self._dropped_unflushed
+                        self._dropped_unflushed = 0
+                    if leftover:
+                        committer.admit([], dropped=leftover)
+                    return
+        except BaseException as exc:  # surfaced by close(); the thread must not die silently
+            self._error = exc
+        finally:
+            conn.close()

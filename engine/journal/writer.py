@@ -1,0 +1,406 @@
+"""Admission: the one place where rows get a ``seq`` and an ``at``.
+
+Why it is shaped this way (seed 004, "One journal is the only input", "Time is
+an input"):
+
+- Admission order is the only order live evaluation and a backtest can share,
+  so ``seq`` is assigned here, dense and strictly increasing, under SQLite's
+  write lock (``BEGIN IMMEDIATE``): the high-water marks are read *inside* the
+  lock, so two processes appending at once serialise instead of colliding or
+  interleaving.
+- ``at`` is ``max(last_at, clock())``: journal time never goes back even when
+  the wall clock steps back. One clock reading per batch; every row of a batch
+  is admitted at the same instant. The clock is injectable (tests, simulator).
+- A batch is one transaction, so a reader never sees half of one, and a crash
+  (even ``kill -9``) leaves every committed batch and nothing of the others.
+- Ticks: each batch first admits one ``tick`` row per minute boundary of
+  journal time crossed since the last tick (at exactly that boundary), so
+  holds can clear while nothing else happens. A gap longer than
+  :data:`MAX_GAP_TICKS` minutes gets only its last ``MAX_GAP_TICKS`` ticks:
+  windows and hold checks only need time to have advanced, and an idle week
+  should not become ten thousand rows. Callers may not offer tick rows on the
+  live path; the committer is their only writer.
+- History import (rows with their own ``at``) goes through the same lock and
+  counters; its ``at`` must be non-decreasing and not before the store's last
+  ``at``. An atomic import is one transaction: a bad row anywhere admits
+  nothing.
+
+Counters (``journal_counters``) live in the store so other processes (stats,
+doctor, metrics) see drops and refusals.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from engine.journal.rows import INSERT_COLUMNS, InsertRow, RowError, check_values, row_from_mapping
+
+Clock = Callable[[], int]
+MINUTE_MS = 60_000
+MAX_GAP_TICKS = 1440
+HISTORY_BATCH = 50_000
+
+_INSERT_SQL = (
+    f"INSERT INTO rule_journal (seq, {', '.join(INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * (len(INSERT_COLUMNS) + 1))})"
+)
+_SET_SQL = (
+    "INSERT INTO journal_counters (name, value) VALUES (?, ?) "
+    "ON CONFLICT(name) DO UPDATE SET value = excluded.value"
+)
+_ADD_SQL = (
+    "INSERT INTO journal_counters (name, value) VALUES (?, ?) "
+    "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
+)
+_TICK_TAIL = ("tick", "tick", "tick", *([None] * 11))
+
+
+def wall_clock_ms() -> int:
+    """The default clock: wall time in ms since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
+def tick_row(at: int) -> InsertRow:
+    """The tick row at journal time ``at``."""
+    return (at, *_TICK_TAIL)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One refused row: its position in the offered batch, the field and why."""
+
+    index: int
+    field: str
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitResult:
+    """What one admission did. ``first_seq``/``last_seq`` are 0 when nothing was stored."""
+
+    admitted: int
+    ticks: int
+    refused: tuple[Refusal, ...]
+    first_seq: int
+    last_seq: int
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What a history import stored (rows from the input, plus synthesised ticks)."""
+
+    admitted: int
+    ticks: int
+    skipped_ticks: int
+    first_seq: int
+    last_seq: int
+    first_at: int
+    last_at: int
+
+
+@dataclass(slots=True)
+class _Marks:
+    last_seq: int
+    last_at: int
+    last_tick_at: int | None
+
+
+def read_marks(conn: sqlite3.Connection) -> tuple[int, int, int | None]:
+    """(last_seq, last_at, last_tick_at) from counters and the newest row.
+
+    Counters survive pruning; the newest row covers a store written before
+    counters existed. Call inside the write transaction when the result is used
+    to assign ``seq``.
+    """
+    counters = dict(
+        conn.execute(
+            "SELECT name, value FROM journal_counters "
+            "WHERE name IN ('last_seq', 'last_at', 'last_tick_at')"
+        ).fetchall()
+    )
+    newest = conn.execute("SELECT seq, at FROM rule_journal ORDER BY seq DESC LIMIT 1").fetchone()
+    last_seq = max(int(counters.get("last_seq", 0)), newest[0] if newest else 0)
+    last_at = max(int(counters.get("last_at", 0)), newest[1] if newest else 0)
+    tick = counters.get("last_tick_at")
+    return last_seq, last_at, int(tick) if tick is not None else None
+
+
+def add_counter(conn: sqlite3.Connection, name: str, delta: int) -> None:
+    """Add ``delta`` to a persisted counter in its own short transaction."""
+    if delta:
+        conn.execute(_ADD_SQL, (name, delta))
+
+
+def read_counters(conn: sqlite3.Connection) -> dict[str, int]:
+    return {str(k): int(v) for k, v in conn.execute("SELECT name, value FROM journal_counters")}
+
+
+def _ticks_between(last_tick_at: int | None, last_at: int, upto: int) -> list[int]:
+    """Minute boundaries b with last tick < b <= upto (the newest MAX_GAP_TICKS of them)."""
+    base = last_tick_at if last_tick_at is not None else (last_at // MINUTE_MS) * MINUTE_MS
+    first = (base // MINUTE_MS + 1) * MINUTE_MS
+    if first > upto:
+        return []
+    last = (upto // MINUTE_MS) * MINUTE_MS
+    count = (last - first) // MINUTE_MS + 1
+    if count > MAX_GAP_TICKS:
+        first = last - (MAX_GAP_TICKS - 1) * MINUTE_MS
+    return list(range(first, last + 1, MINUTE_MS))
+
+
+class Committer:
+    """Admits rows into one store connection (the single committer of this process).
+
+    ``admit`` is synchronous; :class:`engine.journal.queue.JournalWriter`
+    wraps it with the bounded, dropping queue for writers that must not block.
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, *, clock: Clock = wall_clock_ms, ticks: bool = True
+    ) -> None:
+        self.conn = conn
+        self.clock = clock
+        self.ticks = ticks
+
+    # -- live admission ---------------------------------------------------
+
+    def prepare(self, rows: Iterable[object]) -> tuple[list[InsertRow], list[Refusal]]:
+        """Check offered rows (JSON-like mappings or insert tuples); split good from refused."""
+        good: list[InsertRow] = []
+        refused: list[Refusal] = []
+        for i, row in enumerate(rows):
+            try:
+                if isinstance(row, tuple):
+                    values: InsertRow = (0, *row[1:]) if len(row) == 15 else row
+                    check_values(values)
+                else:
+                    values = row_from_mapping(row, with_at=False)
+                if values[1] == "tick":
+                    raise RowError("kind", "tick rows are written by the committer only")
+            except RowError as exc:
+                refused.append(Refusal(i, exc.field, exc.problem))
+                continue
+            good.append(values)
+        return good, refused
+
+    def admit(self, rows: Iterable[object] = (), *, dropped: int = 0) -> AdmitResult:
+        """Check ``rows`` and admit the good ones now, in one transaction.
+
+        Refused rows are counted (and returned); ``dropped`` (rows a queue could
+        not take) is added to the persisted drop counter in the same
+        transaction.
+        """
+        good, refused = self.prepare(rows)
+        return self.commit_checked(
+            good, refused_count=len(refused), dropped=dropped, refusals=refused
+        )
+
+    def commit_checked(
+        self,
+        good: list[InsertRow],
+        *,
+        refused_count: int = 0,
+        dropped: int = 0,
+        refusals: list[Refusal] | None = None,
+    ) -> AdmitResult:
+        """Admit already-checked insert tuples now (their ``at`` is replaced)."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            last_seq, last_at, last_tick_at = read_marks(conn)
+            now = max(last_at, self.clock())
+            ticks = _ticks_between(last_tick_at, last_at, now) if self.ticks else []
+            if last_seq == 0 and last_tick_at is None:
+                ticks = []  # an empty store: the first admission starts journal time
+            seq = last_seq
+            if ticks:
+                conn.executemany(
+                    _INSERT_SQL, ((seq + 1 + i, *tick_row(t)) for i, t in enumerate(ticks))
+                )
+                seq += len(ticks)
+            first = seq + 1
+            if good:
+                conn.executemany(
+                    _INSERT_SQL, ((first + i, now, *r[1:]) for i, r in enumerate(good))
+                )
+                seq += len(good)
+            new_tick = ticks[-1] if ticks else last_tick_at
+            if new_tick is None and self.ticks and seq:
+                new_tick = (now // MINUTE_MS) * MINUTE_MS
+            marks = [("last_seq", seq), ("last_at", now)]
+            if new_tick is not None:
+                marks.append(("last_tick_at", new_tick))
+            conn.executemany(_SET_SQL, marks)
+            if refused_count:
+                conn.execute(_ADD_SQL, ("refused", refused_count))
+            if dropped:
+                conn.execute(_ADD_SQL, ("dropped", dropped))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return AdmitResult(
+            admitted=len(good),
+            ticks=len(ticks),
+            refused=tuple(refusals or ()),
+            first_seq=first if good else 0,
+            last_seq=seq if good else 0,
+            at=now,
+        )
+
+    # -- history import ---------------------------------------------------
+
+    def import_history(
+        self,
+        rows: Iterable[InsertRow],
+        *,
+        atomic: bool = True,
+        synth_ticks: bool = False,
+        validate: bool = True,
+        batch: int = HISTORY_BATCH,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> ImportResult:
+        """Admit rows that carry their own ``at`` (non-decreasing, >= the store's last ``at``).
+
+        ``atomic``: one transaction for everything (a bad row admits nothing;
+        other writers wait for the lock meanwhile). Otherwise each ``batch`` rows
+        commit on their own (the simulator, so readers see progress).
+        ``synth_ticks``: add a tick at every minute boundary between rows and
+        skip tick rows of the input; otherwise input ticks are kept as given.
+        A refusal raises :class:`RowError` (the caller knows which line it was).
+        """
+        conn = self.conn
+        counts = {"admitted": 0, "ticks": 0, "skipped": 0}
+        first_seq = 0
+        first_at: int | None = None
+        stream = iter(rows)
+        m = _Marks(0, 0, None)
+        pending: list[tuple[Any, ...]] = []
+        done = False
+
+        def begin() -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            m.last_seq, store_at, m.last_tick_at = read_marks(conn)
+            m.last_at = max(m.last_at, store_at)
+
+        def fill() -> bool:
+            """Pull rows into ``pending`` (with seq) until the batch is full; False at end."""
+            nonlocal first_at
+            seq = m.last_seq + len(pending)
+            last_at = m.last_at
+            fresh = m.last_tick_at is None and m.last_seq == 0
+            next_tick = _next_tick(m.last_tick_at, last_at) if synth_ticks and not fresh else -1
+            for r in stream:
+                if validate:
+                    check_values(r)
+                at = r[0]
+                if at < last_at:
+                    raise RowError(
+                        "at", f"{at} is before the previous row's or the store's last at {last_at}"
+                    )
+                if synth_ticks:
+                    if r[1] == "tick":
+                        counts["skipped"] += 1
+                        continue
+                    if next_tick < 0:
+                        next_tick = (at // MINUTE_MS + 1) * MINUTE_MS
+                    elif at >= next_tick:
+                        for t in _ticks_between(next_tick - MINUTE_MS, last_at, at):
+                            seq += 1
+                            pending.append((seq, *tick_row(t)))
+                            counts["ticks"] += 1
+                            m.last_tick_at = t
+                        next_tick = (at // MINUTE_MS + 1) * MINUTE_MS
+                elif r[1] == "tick":
+                    m.last_tick_at = at
+                if first_at is None:
+                    first_at = at
+                last_at = at
+                seq += 1
+                pending.append((seq, *r))
+                counts["admitted"] += 1
+                if len(pending) >= batch:
+                    m.last_at = last_at
+                    return True
+            m.last_at = last_at
+            return False
+
+        try:
+            begin()
+            first_seq = m.last_seq + 1
+            while not done:
+                done = not fill()
+                if pending:
+                    conn.executemany(_INSERT_SQL, pending)
+                    m.last_seq = pending[-1][0]
+                    pending.clear()
+                if not atomic or done:
+                    self._set_marks(m)
+                    conn.execute("COMMIT")
+                    if on_batch is not None:
+                        on_batch(counts["admitted"] + counts["ticks"])
+                    if not done:
+                        begin()
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        stored = counts["admitted"] + counts["ticks"]
+        return ImportResult(
+            admitted=counts["admitted"],
+            ticks=counts["ticks"],
+            skipped_ticks=counts["skipped"],
+            first_seq=first_seq if stored else 0,
+            last_seq=m.last_seq if stored else 0,
+            first_at=first_at or 0,
+            last_at=m.last_at,
+        )
+
+    def _set_marks(self, m: _Marks) -> None:
+        marks = [("last_seq", m.last_seq), ("last_at", m.last_at)]
+        if m.last_tick_at is not None:
+            marks.append(("last_tick_at", m.last_tick_at))
+        self.conn.executemany(_SET_SQL, marks)
+
+
+def _next_tick(last_tick_at: int | None, last_at: int) -> int:
+    base = last_tick_at if last_tick_at is not None else (last_at // MINUTE_MS) * MINUTE_MS
+    return (base // MINUTE_MS + 1) * MINUTE_MS
+
+
+def iter_jsonl_history(lines: Iterable[str], file: str, where: list[int]) -> Iterator[InsertRow]:
+    """Parse JSON lines (history rows with ``at``); ``where[0]`` tracks the current line.
+
+    A refusal raised while the consumer handles a row (ordering) belongs to
+    ``where[0]``, because rows are consumed one at a time.
+    """
+
+    for lineno, line in enumerate(lines, start=1):
+        where[0] = lineno
+        if not line.strip():
+            continue
+        yield parse_json_row(line, file, lineno, with_at=True)
+
+
+def parse_json_row(line: str, file: str, lineno: int, *, with_at: bool) -> InsertRow:
+    """One JSON line -> a checked insert tuple, or a RowError located at ``file:lineno``."""
+    import json
+
+    if len(line) > 65_536:
+        raise RowError("row", "line longer than 64 KiB").at_line(file, lineno)
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RowError("row", f"not JSON: {exc.msg} (column {exc.colno})").at_line(
+            file, lineno
+        ) from None
+    try:
+        return row_from_mapping(obj, with_at=with_at)
+    except RowError as exc:
+        raise exc.at_line(file, lineno) from None
