@@ -1,0 +1,366 @@
+"""Rule holds: a persisted refusal of new runs for a harness (skip reason ``rule_hold``).
+
+A hold is created in the same transaction as the fire that caused it, so a
+crash can never leave a fire without its hold or a hold without its fire.
+It is released in exactly two ways: by its rule, when a tick row re-evaluates
+the rule on the held fire's event at the tick's ``now`` and the result is
+false (time passing moves the windows past the counted rows), or by the
+operator (``harness holds release``). Starting a run releases nothing: a
+supervisor asks :func:`check_admission` before admitting a run, and a start
+that silently cleared the hold would defeat a rule the operator enforced.
+
+:class:`SimulatedHolds` applies the same re-evaluation to an in-memory list,
+so a backtest reports hold spans from tick rows with the same code.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engine.errors import Diagnostic, InputError
+from engine.rules.lifecycle import iso_ms
+
+SKIP_REASON = "rule_hold"
+JOURNAL_COLUMNS: tuple[str, ...] = (
+    "seq",
+    "at",
+    "kind",
+    "type",
+    "source",
+    "harness",
+    "project",
+    "run",
+    "tool",
+    "outcome",
+    "path",
+    "cause_digest",
+    "args_digest",
+    "other_harness",
+    "fact",
+    "n",
+)
+_HOLD_COLUMNS = (
+    "id, harness, fire_id, rule, hash, event_seq, created_seq, created_at, reason, "
+    "released_at, released_seq, released_by, release_reason"
+)
+
+
+class EvalOutcome(Protocol):
+    @property
+    def matched(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class Evaluable(Protocol):
+    """What re-evaluation needs of a compiled rule (``CompiledRule`` satisfies it)."""
+
+    def evaluate(self, event: Mapping[str, object], now_ms: int, host: object) -> EvalOutcome: ...
+
+
+#: Builds the primitive host that sees rows with seq <= the given seq (the held event's).
+HostFactory = Callable[[int], object]
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    id: int
+    harness: str
+    fire_id: int | None
+    rule: str
+    hash: str
+    event_seq: int
+    created_seq: int
+    created_at: int
+    reason: str
+    released_at: int | None = None
+    released_seq: int | None = None
+    released_by: str | None = None
+    release_reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.released_at is None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "harness": self.harness,
+            "rule": self.rule,
+            "hash": self.hash,
+            "fire_id": self.fire_id,
+            "event_seq": self.event_seq,
+            "created_seq": self.created_seq,
+            "created_at": iso_ms(self.created_at),
+            "reason": self.reason,
+            "skip_reason": SKIP_REASON,
+            "active": self.active,
+            "released_at": None if self.released_at is None else iso_ms(self.released_at),
+            "released_seq": self.released_seq,
+            "released_by": self.released_by,
+            "release_reason": self.release_reason,
+        }
+
+
+def _hold(row: tuple[object, ...]) -> Hold:
+    return Hold(*row)  # type: ignore[arg-type]
+
+
+def create_hold(
+    conn: sqlite3.Connection,
+    *,
+    harness: str,
+    fire_id: int | None,
+    rule: str,
+    hash_: str,
+    event_seq: int,
+    seq: int,
+    at: int,
+    reason: str,
+) -> Hold:
+    """Insert a hold (call inside the fire's transaction); reuse an active one for the pair."""
+    existing = conn.execute(
+        f"SELECT {_HOLD_COLUMNS} FROM rule_holds WHERE harness = ? AND rule = ? "
+        "AND released_at IS NULL ORDER BY id LIMIT 1",
+        (harness, rule),
+    ).fetchone()
+    if existing is not None:
+        return _hold(existing)
+    cur = conn.execute(
+        "INSERT INTO rule_holds (harness, fire_id, rule, hash, event_seq, created_seq, "
+        "created_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (harness, fire_id, rule, hash_, event_seq, seq, at, reason),
+    )
+    assert cur.lastrowid is not None
+    return Hold(cur.lastrowid, harness, fire_id, rule, hash_, event_seq, seq, at, reason)
+
+
+def get_hold(conn: sqlite3.Connection, hold_id: int) -> Hold | None:
+    row = conn.execute(
+        f"SELECT {_HOLD_COLUMNS} FROM rule_holds WHERE id = ?", (hold_id,)
+    ).fetchone()
+    return None if row is None else _hold(row)
+
+
+def list_holds(conn: sqlite3.Connection, *, include_released: bool = False) -> list[Hold]:
+    where = "" if include_released else "WHERE released_at IS NULL"
+    return [
+        _hold(r)
+        for r in conn.execute(f"SELECT {_HOLD_COLUMNS} FROM rule_holds {where} ORDER BY id")
+    ]
+
+
+def active_holds(conn: sqlite3.Connection, harness: str | None = None) -> list[Hold]:
+    if harness is None:
+        return list_holds(conn)
+    return [
+        _hold(r)
+        for r in conn.execute(
+            f"SELECT {_HOLD_COLUMNS} FROM rule_holds WHERE harness = ? AND released_at IS NULL "
+            "ORDER BY id",
+            (harness,),
+        )
+    ]
+
+
+def _release(
+    conn: sqlite3.Connection, hold_id: int, *, by: str, reason: str, seq: int | None, at: int
+) -> None:
+    conn.execute(
+        "UPDATE rule_holds SET released_at = ?, released_seq = ?, released_by = ?, "
+        "release_reason = ? WHERE id = ? AND released_at IS NULL",
+        (at, seq, by, reason, hold_id),
+    )
+
+
+def release_by_operator(
+    conn: sqlite3.Connection, hold_id: int, *, reason: str, now_ms: int, who: str = "operator"
+) -> Hold:
+    """Release a hold by hand; unknown or already released ids are input errors."""
+    hold = get_hold(conn, hold_id)
+    if hold is None:
+        raise InputError(
+            f"no hold with id {hold_id}",
+            title="Unknown hold",
+            diagnostics=[Diagnostic(f"no hold with id {hold_id}", path="HOLD_ID")],
+        )
+    if not hold.active:
+        raise InputError(
+            f"hold {hold_id} was already released by {hold.released_by} ({hold.release_reason})",
+            title="Hold already released",
+        )
+    max_seq = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
+    _release(conn, hold_id, by=who, reason=reason or "released by operator", seq=max_seq, at=now_ms)
+    released = get_hold(conn, hold_id)
+    assert released is not None
+    return released
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    """What a supervisor needs before admitting a run: held or free, and why."""
+
+    harness: str
+    holds: tuple[Hold, ...]
+
+    @property
+    def held(self) -> bool:
+        return bool(self.holds)
+
+    @property
+    def skip_reason(self) -> str | None:
+        return SKIP_REASON if self.holds else None
+
+    def message(self) -> str:
+        if not self.holds:
+            return f"{self.harness}: free (no active rule hold)"
+        parts = [
+            f"hold {h.id} by rule `{h.rule}` since {iso_ms(h.created_at)}: {h.reason}"
+            for h in self.holds
+        ]
+        return f"{self.harness}: held ({SKIP_REASON}): " + "; ".join(parts)
+
+
+def check_admission(conn: sqlite3.Connection, harness: str) -> AdmissionCheck:
+    return AdmissionCheck(harness, tuple(active_holds(conn, harness)))
+
+
+def journal_row(conn: sqlite3.Connection, seq: int) -> dict[str, object] | None:
+    row = conn.execute(
+        f"SELECT {', '.join(JOURNAL_COLUMNS)} FROM rule_journal WHERE seq = ?", (seq,)
+    ).fetchone()
+    return None if row is None else dict(zip(JOURNAL_COLUMNS, row, strict=True))
+
+
+def still_matches(
+    rule: Evaluable | None, event: Mapping[str, object] | None, now_ms: int, host: object
+) -> tuple[bool, str]:
+    """Re-evaluate a held fire's rule at ``now_ms``; (True, why) keeps the hold.
+
+    A missing rule, a missing event (pruned) or an evaluation error keeps the
+    hold: only a definite "false" from the rule releases it, and the operator
+    can always release by hand.
+    """
+    if rule is None:
+        return True, "rule not loaded: only the operator can release this hold"
+    if event is None:
+        return True, "held event no longer in the journal: only the operator can release"
+    result = rule.evaluate(event, now_ms, host)
+    if result.error:
+        return True, f"re-evaluation error ({result.error}): hold kept"
+    if result.matched:
+        return True, "rule still matches"
+    return False, "rule no longer matches the held event"
+
+
+def reevaluate_on_tick(
+    conn: sqlite3.Connection,
+    tick: Mapping[str, object],
+    rules: Mapping[str, Evaluable],
+    host_for: HostFactory,
+) -> list[Hold]:
+    """On a tick row, re-evaluate every active hold; release those whose rule is false.
+
+    Call inside the evaluator's transaction for the tick row. Returns the
+    holds released (as stored after release).
+    """
+    tick_seq = int(tick["seq"])  # type: ignore[call-overload]
+    now = int(tick["at"])  # type: ignore[call-overload]
+    released: list[Hold] = []
+    for hold in list_holds(conn):
+        if hold.created_seq >= tick_seq:
+            continue
+        event = journal_row(conn, hold.event_seq)
+        keep, why = still_matches(rules.get(hold.rule), event, now, host_for(hold.event_seq))
+        if keep:
+            continue
+        reason = f"{why} (seq {hold.event_seq}) at tick seq {tick_seq}, {iso_ms(now)}"
+        _release(conn, hold.id, by="rule", reason=reason, seq=tick_seq, at=now)
+        after = get_hold(conn, hold.id)
+        assert after is not None
+        released.append(after)
+    return released
+
+
+@dataclass(frozen=True, slots=True)
+class HoldSpan:
+    """A simulated hold in a backtest: from the fire to the tick that released it."""
+
+    rule: str
+    harness: str
+    event_seq: int
+    start_seq: int
+    start_at: int
+    end_seq: int | None = None
+    end_at: int | None = None
+
+    @property
+    def duration_ms(self) -> int | None:
+        return None if self.end_at is None else self.end_at - self.start_at
+
+
+@dataclass(slots=True)
+class SimulatedHolds:
+    """The same hold lifecycle as the store, in memory, for backtests."""
+
+    active: list[HoldSpan] = field(default_factory=list)
+    done: list[HoldSpan] = field(default_factory=list)
+
+    def on_fire(self, rule: str, harness: str, event_seq: int, at: int) -> None:
+        if any(h.rule == rule and h.harness == harness for h in self.active):
+            return
+        self.active.append(HoldSpan(rule, harness, event_seq, event_seq, at))
+
+    def on_tick(
+        self,
+        tick: Mapping[str, object],
+        rules: Mapping[str, Evaluable],
+        event_for: Callable[[int], Mapping[str, object] | None],
+        host_for: HostFactory,
+    ) -> list[HoldSpan]:
+        tick_seq = int(tick["seq"])  # type: ignore[call-overload]
+        now = int(tick["at"])  # type: ignore[call-overload]
+        ended: list[HoldSpan] = []
+        keep: list[HoldSpan] = []
+        for span in self.active:
+            if span.start_seq >= tick_seq:
+                keep.append(span)
+                continue
+            still, _ = still_matches(
+                rules.get(span.rule), event_for(span.event_seq), now, host_for(span.event_seq)
+            )
+            if still:
+                keep.append(span)
+            else:
+                closed = HoldSpan(
+                    span.rule,
+                    span.harness,
+                    span.event_seq,
+                    span.start_seq,
+                    span.start_at,
+                    tick_seq,
+                    now,
+                )
+                ended.append(closed)
+        self.active = keep
+        self.done.extend(ended)
+        return ended
+
+    def spans(self) -> list[HoldSpan]:
+        return sorted(self.done + self.active, key=lambda s: (s.start_seq, s.rule, s.harness))
+
+
+def summarize(holds: Iterable[Hold]) -> dict[str, int]:
+    """Counts for doctor/metrics: active, released by rule, released by operator."""
+    out = {"active": 0, "released_by_rule": 0, "released_by_operator": 0}
+    for h in holds:
+        if h.active:
+            out["active"] += 1
+        elif h.released_by == "rule":
+            out["released_by_rule"] += 1
+        else:
+            out["released_by_operator"] += 1
+    return out

@@ -1,0 +1,363 @@
+"""Whether and how a fire acts: disable, cooldown, shadow and the enforce list.
+
+The seed's authority line lives here. A rule may hold or stop a harness only
+when the operator names it in ``[memory.rules] enforce`` of the global
+``harness.toml``; anything else is capped at notify and the reason is written
+into the fire row. Nothing a rule file, a policy repo, a project directory or
+an environment variable says can change that, because this module takes the
+enforce list from :class:`engine.config.RulesConfig` only.
+
+Every decision is made in journal time (``now`` is the evaluated row's
+``at``), from state that is itself a function of the journal (first-seen time
+per rule version, last fire per (rule, target)), so a backtest that starts
+from the same state reaches the same decisions as the live evaluator.
+
+:class:`Lifecycle` is the evaluator's policy: ``decide`` per match; ``flush``
+persists the state it changed inside the evaluator's transaction.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from engine.config import HarnessConfig, RulesConfig
+from engine.durations import format_duration_ms
+
+ACTIVE = "active"
+SHADOW = "shadow"
+SUPPRESSED = "suppressed"
+DISABLED = "disabled"
+
+LEVELS: tuple[str, ...] = ("annotate", "notify", "hold", "stop")
+ENFORCED_LEVELS = frozenset({"hold", "stop"})
+MIN_PIN_PREFIX = 4
+_PIN = re.compile(r"^([A-Za-z0-9._:-]{1,256})@([0-9a-fA-F]+)$")
+_NAME = re.compile(r"^[A-Za-z0-9._:-]{1,256}$")
+
+
+class RuleLike(Protocol):
+    """The parts of :class:`engine.rules.model.Rule` a decision reads."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+    @property
+    def level(self) -> str: ...
+    @property
+    def source_kind(self) -> str: ...
+    @property
+    def cooldown_ms(self) -> int: ...
+
+
+def iso_ms(ms: int) -> str:
+    """Journal time as ISO-8601 UTC with a ``Z`` (what reasons and listings print)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class EnforceEntry:
+    """One ``enforce`` entry: a bare name, or ``name@<hash prefix>`` pinning one version."""
+
+    raw: str
+    name: str
+    prefix: str | None = None
+
+    def matches_name(self, name: str) -> bool:
+        return self.name == name
+
+
+def parse_enforce(entries: tuple[str, ...]) -> tuple[tuple[EnforceEntry, ...], tuple[str, ...]]:
+    """Split entries into valid ones and problems (invalid entries grant nothing)."""
+    good: list[EnforceEntry] = []
+    problems: list[str] = []
+    for raw in entries:
+        text = raw.strip()
+        pin = _PIN.match(text)
+        if pin:
+            prefix = pin.group(2).lower()
+            if len(prefix) < MIN_PIN_PREFIX:
+                problems.append(
+                    f"enforce entry {raw!r}: hash prefix must have at least "
+                    f"{MIN_PIN_PREFIX} hex digits; entry ignored"
+                )
+                continue
+            good.append(EnforceEntry(raw, pin.group(1), prefix))
+        elif _NAME.match(text) and text == raw:
+            good.append(EnforceEntry(raw, text))
+        else:
+            problems.append(
+                f"enforce entry {raw!r} is neither a rule name nor name@<hex hash prefix>; "
+                "entry ignored"
+            )
+    return tuple(good), tuple(problems)
+
+
+@dataclass(frozen=True, slots=True)
+class Authority:
+    """What the operator's global config grants: enforce, disable, shadow period, actions."""
+
+    enforce: tuple[EnforceEntry, ...] = ()
+    disable: frozenset[str] = frozenset()
+    shadow_period_ms: int = 72 * 3_600_000
+    actions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    source: str = "global harness.toml"
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def from_rules_config(cls, rules: RulesConfig, source: Path | str | None = None) -> Authority:
+        enforce, problems = parse_enforce(rules.enforce)
+        return cls(
+            enforce=enforce,
+            disable=frozenset(rules.disable),
+            shadow_period_ms=rules.shadow_period_ms,
+            actions=tuple(sorted(rules.actions.items())),
+            source=str(source) if source else "global harness.toml (absent)",
+            problems=problems,
+        )
+
+    @classmethod
+    def from_config(cls, config: HarnessConfig) -> Authority:
+        return cls.from_rules_config(config.rules, config.source)
+
+    def action(self, name: str) -> tuple[str, ...] | None:
+        return dict(self.actions).get(name)
+
+    def enforcement(self, name: str, hash_: str) -> tuple[bool, str]:
+        """Is this (name, hash) enforced, and why (or why not)?"""
+        entries = [e for e in self.enforce if e.matches_name(name)]
+        if not entries:
+            return False, f"`{name}` is not in [memory.rules] enforce of {self.source}"
+        for entry in entries:
+            if entry.prefix is None:
+                return True, f"`{name}` is in [memory.rules] enforce of {self.source}"
+            if hash_.lower().startswith(entry.prefix):
+                return True, (
+                    f"`{name}` is enforced by the pin `{entry.raw}` in [memory.rules] "
+                    f"enforce of {self.source}"
+                )
+        pins = ", ".join(f"`{e.raw}`" for e in entries)
+        return False, (
+            f"[memory.rules] enforce pins {pins} but this version's hash is {hash_[:12]}; "
+            "re-pin it to enforce"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The verdict on one match: status, the level it acts at, and every reason."""
+
+    status: str
+    effective_level: str
+    reasons: tuple[str, ...]
+
+    @property
+    def acts(self) -> bool:
+        return self.status == ACTIVE
+
+
+def level_decision(rule: RuleLike, authority: Authority) -> tuple[str, list[str]]:
+    """The level a rule may act at under ``authority`` and the reasons for it."""
+    level = rule.level if rule.level in LEVELS else "annotate"
+    reasons: list[str] = []
+    if rule.level not in LEVELS:
+        reasons.append(f"unknown level {rule.level!r} treated as annotate")
+    if level in ENFORCED_LEVELS:
+        enforced, why = authority.enforcement(rule.name, rule.hash)
+        if enforced:
+            reasons.append(f"level {level}: {why}")
+        else:
+            reasons.append(f"level {level} capped at notify: {why}")
+            level = "notify"
+    else:
+        reasons.append(f"level {level}")
+    if level in ("notify", "hold"):
+        if authority.action("notify"):
+            reasons.append("notify action configured in [memory.rules.actions]")
+        else:
+            reasons.append("no notify action configured: recorded only")
+    if level == "hold":
+        reasons.append("rule_hold: new runs of the target are refused until released")
+    if level == "stop":
+        reasons.append(
+            "rule_stop: "
+            + (
+                "stop action configured"
+                if authority.action("stop")
+                else "no stop action configured: recorded only"
+            )
+        )
+    return level, reasons
+
+
+def shadow_decision(
+    rule: RuleLike, first_seen_at: int | None, now_ms: int, period_ms: int
+) -> tuple[bool, str]:
+    """Is this version still in shadow at ``now_ms``? Starter rules never are."""
+    if rule.source_kind == "starter":
+        return False, "starter rule: skips shadow"
+    seen = now_ms if first_seen_at is None else first_seen_at
+    until = seen + period_ms
+    period = format_duration_ms(period_ms)
+    if now_ms < until:
+        return True, (
+            f"shadow until {iso_ms(until)}: version {rule.hash[:12]} of `{rule.name}` first "
+            f"evaluated at {iso_ms(seen)}, shadow_period {period}; shadow fires never act"
+        )
+    return False, (
+        f"served shadow: version {rule.hash[:12]} first evaluated at {iso_ms(seen)}, "
+        f"shadow_period {period} ended {iso_ms(until)}"
+    )
+
+
+@dataclass(slots=True)
+class Cooldown:
+    last_fire_at: int
+    last_fire_seq: int
+    suppressed: int = 0
+    suppressed_total: int = 0
+
+
+@dataclass(slots=True)
+class LifecycleState:
+    """Mutable journal-derived state; ``dirty_*`` say what ``flush`` must write."""
+
+    first_seen: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    cooldowns: dict[tuple[str, str], Cooldown] = field(default_factory=dict)
+    dirty_seen: set[tuple[str, str]] = field(default_factory=set)
+    dirty_cool: set[tuple[str, str]] = field(default_factory=set)
+
+    @classmethod
+    def load(cls, conn: sqlite3.Connection) -> LifecycleState:
+        state = cls()
+        for name, hash_, seq, at in conn.execute(
+            "SELECT name, hash, first_seen_seq, first_seen_at FROM rule_shadow"
+        ):
+            state.first_seen[(name, hash_)] = (int(seq), int(at))
+        for rule, target, at, seq, sup, total in conn.execute(
+            "SELECT rule, target, last_fire_at, last_fire_seq, suppressed, suppressed_total "
+            "FROM rule_cooldowns"
+        ):
+            state.cooldowns[(rule, target)] = Cooldown(int(at), int(seq), int(sup), int(total))
+        return state
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Write changed entries; call inside the transaction that stores the fires."""
+        for key in self.dirty_seen:
+            seq, at = self.first_seen[key]
+            conn.execute(
+                "INSERT OR IGNORE INTO rule_shadow (name, hash, first_seen_seq, first_seen_at) "
+                "VALUES (?, ?, ?, ?)",
+                (key[0], key[1], seq, at),
+            )
+        for key in self.dirty_cool:
+            c = self.cooldowns[key]
+            conn.execute(
+                "INSERT INTO rule_cooldowns (rule, target, last_fire_at, last_fire_seq, "
+                "suppressed, suppressed_total) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (rule, target) DO UPDATE SET last_fire_at = excluded.last_fire_at, "
+                "last_fire_seq = excluded.last_fire_seq, suppressed = excluded.suppressed, "
+                "suppressed_total = excluded.suppressed_total",
+                (key[0], key[1], c.last_fire_at, c.last_fire_seq, c.suppressed, c.suppressed_total),
+            )
+        self.dirty_seen.clear()
+        self.dirty_cool.clear()
+
+
+class Lifecycle:
+    """The fire policy: one instance per evaluator (live) or per backtest (fresh state)."""
+
+    def __init__(self, authority: Authority, state: LifecycleState | None = None) -> None:
+        self.authority = authority
+        self.state = state or LifecycleState()
+        self.config_error: str | None = None
+
+    # -- configuration ---------------------------------------------------------------
+    def reload(self, load: object = None) -> str | None:
+        """Re-read the global config; on error keep the last good one and return the error."""
+        from engine.config import load_config
+        from engine.errors import HarnessError
+
+        try:
+            config = load_config() if load is None else load()  # type: ignore[operator]
+        except HarnessError as exc:
+            self.config_error = str(exc)
+            return self.config_error
+        self.authority = Authority.from_config(config)
+        self.config_error = None
+        return None
+
+    def is_disabled(self, name: str) -> bool:
+        return name in self.authority.disable
+
+    # -- shadow bookkeeping ----------------------------------------------------------
+    def note_loaded(self, rule: RuleLike, seq: int, now_ms: int) -> None:
+        """Record the first journal time this (name, hash) was evaluated (non-starters)."""
+        if rule.source_kind == "starter":
+            return
+        key = (rule.name, rule.hash)
+        if key not in self.state.first_seen:
+            self.state.first_seen[key] = (seq, now_ms)
+            self.state.dirty_seen.add(key)
+
+    def shadow_until(self, rule: RuleLike) -> int | None:
+        """Journal time the rule's current version leaves shadow (None: starter or unseen)."""
+        if rule.source_kind == "starter":
+            return None
+        seen = self.state.first_seen.get((rule.name, rule.hash))
+        return None if seen is None else seen[1] + self.authority.shadow_period_ms
+
+    # -- the decision ---------------------------------------------------------------
+    def decide(self, rule: RuleLike, target: str, seq: int, now_ms: int) -> Decision:
+        """Decide one match of ``rule`` on row ``seq`` at journal time ``now_ms``.
+
+        Order: disable (silences), cooldown (suppresses, shadow or not, so the
+        shadow log shows what would have acted), shadow, then the level cap.
+        """
+        if self.is_disabled(rule.name):
+            return Decision(
+                DISABLED,
+                "annotate",
+                (f"`{rule.name}` is in [memory.rules] disable of {self.authority.source}",),
+            )
+        self.note_loaded(rule, seq, now_ms)
+        key = (rule.name, target)
+        cool = self.state.cooldowns.get(key)
+        if (
+            cool is not None
+            and rule.cooldown_ms > 0
+            and now_ms - cool.last_fire_at < (rule.cooldown_ms)
+        ):
+            cool.suppressed += 1
+            cool.suppressed_total += 1
+            self.state.dirty_cool.add(key)
+            return Decision(
+                SUPPRESSED,
+                level_decision(rule, self.authority)[0],
+                (
+                    f"suppressed: within cooldown {format_duration_ms(rule.cooldown_ms)} of the "
+                    f"fire at seq {cool.last_fire_seq} ({iso_ms(cool.last_fire_at)}) for "
+                    f"target {target!r}; suppressed {cool.suppressed} since the last fire",
+                ),
+            )
+        reasons: list[str] = []
+        if cool is not None and cool.suppressed:
+            reasons.append(f"suppressed {cool.suppressed} since the last fire")
+        self.state.cooldowns[key] = Cooldown(now_ms, seq, 0, cool.suppressed_total if cool else 0)
+        self.state.dirty_cool.add(key)
+        first = self.state.first_seen.get((rule.name, rule.hash))
+        in_shadow, why = shadow_decision(
+            rule, None if first is None else first[1], now_ms, self.authority.shadow_period_ms
+        )
+        reasons.append(why)
+        level, level_reasons = level_decision(rule, self.authority)
+        reasons.extend(level_reasons)
+        return Decision(SHADOW if in_shadow else ACTIVE, level, tuple(reasons))
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        self.state.flush(conn)
