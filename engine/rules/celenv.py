@@ -1,0 +1,282 @@
+"""The CEL environment rules compile in, and the runner that evaluates them.
+
+Why protobuf messages for ``event``: cel-expr-python type-checks field access
+only against declared message types. One message per kind, built at runtime
+in a private descriptor pool with proto3 *optional* fields, gives exactly the
+DESIGN.md semantics: an undeclared field is a compile error, an absent value
+reads ``""``/``0`` and ``has(event.f)`` is false for it. Building the message
+costs well under a microsecond with the upb backend (measured), cheaper than
+any workaround.
+
+Why the primitives are bound at environment creation: passing functions per
+Activation rebuilds the function registry on every call. Instead each
+primitive's Python implementation reads the *current* evaluation's host,
+budget and call log from a thread-local context that :func:`make_runner`'s
+runner installs around ``eval``. One compiled program thus serves any number
+of evaluations, on any number of threads.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cel_expr_python import cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from engine.rules.model import (
+    KINDS,
+    PRIMITIVE_COST,
+    SATURATION,
+    CallRecord,
+    EvalResult,
+    PrimitiveHost,
+    Runner,
+)
+
+_PACKAGE = "harness.rules"
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+COST_EXCEEDED = "cost limit exceeded"
+
+
+def message_name(kind: str) -> str:
+    """The CEL type name of ``event`` for ``kind`` (e.g. ``harness.rules.RunEvent``)."""
+    return f"{_PACKAGE}.{''.join(p.capitalize() for p in kind.split('_'))}"
+
+
+def _build_pool() -> tuple[Any, dict[str, Any]]:
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="harness_rules_events.proto", package=_PACKAGE, syntax="proto3"
+    )
+    for kind, fields in KINDS.items():
+        msg = fdp.message_type.add(name=message_name(kind).rsplit(".", 1)[1])
+        for i, (fname, ftype) in enumerate(fields):
+            proto_type = (
+                descriptor_pb2.FieldDescriptorProto.TYPE_INT64
+                if ftype == "int"
+                else descriptor_pb2.FieldDescriptorProto.TYPE_STRING
+            )
+            msg.oneof_decl.add(name=f"_{fname}")
+            msg.field.add(
+                name=fname,
+                number=i + 1,
+                label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+                type=proto_type,
+                proto3_optional=True,
+                oneof_index=i,
+            )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    classes = {
+        kind: message_factory.GetMessageClass(pool.FindMessageTypeByName(message_name(kind)))
+        for kind in KINDS
+    }
+    return pool, classes
+
+
+class _Ctx(threading.local):
+    """Per-thread state of the evaluation in progress (see module docstring)."""
+
+    def __init__(self) -> None:
+        self.host: PrimitiveHost | None = None
+        self.calls: list[CallRecord] = []
+        self.cost = 0
+        self.limit = 0
+        self.exceeded = False
+
+
+_CTX = _Ctx()
+
+
+class _Abort(Exception):
+    """Raised inside a primitive to stop the evaluation (budget, no host)."""
+
+
+def _window_ms(win: _dt.timedelta) -> int:
+    return win.days * 86_400_000 + win.seconds * 1000 + win.microseconds // 1000
+
+
+def _charge() -> PrimitiveHost:
+    ctx = _CTX
+    ctx.cost += PRIMITIVE_COST
+    if ctx.cost > ctx.limit:
+        ctx.exceeded = True
+        raise _Abort(COST_EXCEEDED)
+    if ctx.host is None:
+        raise _Abort("no primitive host bound")
+    return ctx.host
+
+
+def _sel(selector: Mapping[str, str]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in selector.items()}
+
+
+def _count(selector: Mapping[str, str], window: _dt.timedelta) -> int:
+    host = _charge()
+    sel, win = _sel(selector), _window_ms(window)
+    result = min(int(host.count(sel, win)), SATURATION)
+    _CTX.calls.append(CallRecord("count", None, tuple(sorted(sel.items())), win, result))
+    return result
+
+
+def _distinct(fieldname: str, selector: Mapping[str, str], window: _dt.timedelta) -> int:
+    host = _charge()
+    sel, win = _sel(selector), _window_ms(window)
+    result = min(int(host.distinct(fieldname, sel, win)), SATURATION)
+    _CTX.calls.append(CallRecord("distinct", fieldname, tuple(sorted(sel.items())), win, result))
+    return result
+
+
+def _exists(selector: Mapping[str, str], window: _dt.timedelta) -> bool:
+    host = _charge()
+    sel, win = _sel(selector), _window_ms(window)
+    result = bool(host.exists(sel, win))
+    _CTX.calls.append(CallRecord("exists", None, tuple(sorted(sel.items())), win, result))
+    return result
+
+
+def _function_decls() -> list[Any]:
+    t = cel.Type
+    smap = t.Map(t.STRING, t.STRING)
+    return [
+        cel.FunctionDecl(
+            "count", [cel.Overload("count_map_duration", t.INT, [smap, t.DURATION], impl=_count)]
+        ),
+        cel.FunctionDecl(
+            "distinct",
+            [
+                cel.Overload(
+                    "distinct_string_map_duration",
+                    t.INT,
+                    [t.STRING, smap, t.DURATION],
+                    impl=_distinct,
+                )
+            ],
+        ),
+        cel.FunctionDecl(
+            "exists",
+            [cel.Overload("exists_map_duration", t.BOOL, [smap, t.DURATION], impl=_exists)],
+        ),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class CelError:
+    """One compile diagnostic from CEL: 1-based line/col within the ``when`` text."""
+
+    line: int
+    col: int
+    message: str
+
+
+_ERR = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*?)(?=\n \||\n?ERROR: |\Z)", re.S)
+
+
+def parse_cel_errors(text: str) -> list[CelError]:
+    """Split cel-expr-python's error text into located errors (caret lines dropped)."""
+    out = []
+    for m in _ERR.finditer(text):
+        msg = m.group(3).strip()
+        msg = re.sub(r"\s*\[INVALID_ARGUMENT\]$", "", msg)
+        out.append(CelError(int(m.group(1)), int(m.group(2)), msg))
+    if not out:
+        cleaned = re.sub(r"^INVALID_ARGUMENT:\s*", "", text.strip())
+        out.append(CelError(1, 1, cleaned.splitlines()[0] if cleaned else "invalid expression"))
+    return out
+
+
+class CelEnvironment:
+    """One CEL env per journal kind, sharing the descriptor pool and the primitives."""
+
+    def __init__(self) -> None:
+        self._pool, self._classes = _build_pool()
+        decls = _function_decls()
+        self._envs = {
+            kind: cel.NewEnv(
+                descriptor_pool=self._pool,
+                variables={"event": cel.Type(message_name(kind)), "now": cel.Type.TIMESTAMP},
+                functions=decls,
+            )
+            for kind in KINDS
+        }
+
+    def compile(self, kind: str, when: str) -> tuple[Any | None, list[CelError]]:
+        """Compile and type-check; a result type other than bool is an error."""
+        env = self._envs[kind]
+        try:
+            expr = env.compile(when)
+        except RuntimeError as exc:
+            return None, parse_cel_errors(str(exc))
+        except Exception as exc:  # defensive: the binding may raise other types
+            return None, [CelError(1, 1, f"cannot compile: {exc}")]
+        rtype = expr.return_type()
+        if rtype != cel.Type.BOOL:
+            name = rtype.name() if hasattr(rtype, "name") else str(rtype)
+            return None, [
+                CelError(1, 1, f"`when` must be a bool expression, but its type is {name}")
+            ]
+        return expr, []
+
+    def make_runner(self, kind: str, expr: Any, base_cost: int, cost_limit: int) -> Runner:
+        """A closure evaluating ``expr`` for one row (see :class:`EvalResult`).
+
+        ``base_cost`` is the static cost of everything but the primitives; the
+        runtime budget charges it up front, then 100 per primitive call.
+        """
+        fields = tuple(KINDS[kind])
+        cls = self._classes[kind]
+        ctx = _CTX
+        epoch, delta = _EPOCH, _dt.timedelta
+
+        def run(event: Mapping[str, object], now_ms: int, host: PrimitiveHost) -> EvalResult:
+            try:
+                msg = cls(**{f: v for f, _ in fields if (v := event.get(f)) is not None})
+            except (TypeError, ValueError) as exc:
+                return EvalResult(False, (), 0, f"bad event row: {exc}")
+            saved = (ctx.host, ctx.calls, ctx.cost, ctx.limit, ctx.exceeded)
+            ctx.host, ctx.calls, ctx.cost, ctx.limit, ctx.exceeded = (
+                host,
+                [],
+                base_cost,
+                cost_limit,
+                False,
+            )
+            try:
+                if base_cost > cost_limit:
+                    return EvalResult(False, (), base_cost, COST_EXCEEDED)
+                value = expr.eval(data={"event": msg, "now": epoch + delta(milliseconds=now_ms)})
+                calls, cost = tuple(ctx.calls), ctx.cost
+                if ctx.exceeded:
+                    return EvalResult(False, calls, cost, COST_EXCEEDED)
+                result = value.value()
+                if isinstance(result, bool):
+                    return EvalResult(result, calls, cost, None)
+                err = str(result) if result is not None else "no value"
+                return EvalResult(False, calls, cost, _clean_runtime_error(err))
+            except Exception as exc:  # a CEL runtime failure must not escape
+                return EvalResult(False, tuple(ctx.calls), ctx.cost, f"evaluation failed: {exc}")
+            finally:
+                ctx.host, ctx.calls, ctx.cost, ctx.limit, ctx.exceeded = saved
+
+        return run
+
+
+def _clean_runtime_error(text: str) -> str:
+    return re.sub(r"^[A-Z_]+:\s*", "", text.strip()) or "evaluation error"
+
+
+_DEFAULT: CelEnvironment | None = None
+_LOCK = threading.Lock()
+
+
+def default_environment() -> CelEnvironment:
+    """The process-wide environment (built once; building costs a few ms)."""
+    global _DEFAULT
+    with _LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = CelEnvironment()
+        return _DEFAULT
