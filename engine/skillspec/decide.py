@@ -76,6 +76,7 @@ class CompiledSpec:
     default_route_order: tuple[str, ...]
     rules: tuple[CompiledRule, ...]
     plans: Mapping[str, RoutePlan]
+    route_checks: Mapping[str, tuple[str, ...]]
     trace_required: bool
     trace_record: tuple[str, ...]
     tests: tuple[Mapping[str, Any], ...]
@@ -287,11 +288,15 @@ def compile_spec(data: Mapping[str, Any]) -> CompiledSpec:
     routes_raw = data.get("routes") or []
     routes: list[tuple[str, int]] = []
     plans: dict[str, RoutePlan] = {}
+    route_checks: dict[str, tuple[str, ...]] = {}
     for r, route in enumerate(routes_raw if isinstance(routes_raw, list) else []):
         if not isinstance(route, Mapping) or not isinstance(route.get("id"), str):
             raise _bad("a route must be a mapping with a string id", routes_raw, r, f"routes[{r}]")
         rank = route.get("rank")
         routes.append((route["id"], rank if isinstance(rank, int) else _NO_RANK))
+        checks = route.get("checks")
+        if isinstance(checks, list) and route["id"] not in route_checks:
+            route_checks[route["id"]] = tuple(str(c) for c in checks)
         plan = _plan_of(route)
         if plan is not None and route["id"] not in plans:
             plans[route["id"]] = plan
@@ -323,6 +328,7 @@ def compile_spec(data: Mapping[str, Any]) -> CompiledSpec:
         default_route_order=order,
         rules=rules,
         plans=plans,
+        route_checks=route_checks,
         trace_required=trace.get("required") is True,
         trace_record=tuple(str(x) for x in record) if isinstance(record, list) else (),
         tests=tuple(t for t in tests_raw if isinstance(t, Mapping))
