@@ -1,0 +1,300 @@
+"""Imports: lexical path resolution, Markdown section extraction, the import DAG.
+
+Why lexical: an import path is data written by a skill author and read by a
+harness, so we never let the shell or the environment rewrite it. ``~``,
+``$VAR``, command substitution, globs, URLs and absolute paths are refused
+outright; ``..`` is allowed (the reference's own examples import
+``../../README.md``) but reported as leaving the package root, and a path that
+passes through a symlink is reported too, because its target can change under
+the skill without the spec changing.
+
+A ``section`` selects one Markdown heading and its children, up to the next
+heading of the same or a higher level. A named section that is missing fails
+closed: the import is an error, never the whole file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import Diagnostic, Location
+from engine.yamlsrc import LocDict
+
+#: Characters a shell would interpret; an import path containing one is refused.
+_SHELL = re.compile(r"[$`|;&<>*?\n\r\x00]")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+|$)(.*)$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+@dataclass(frozen=True)
+class ImportEntry:
+    """The outcome for one import. ``status`` follows the reference's names."""
+
+    id: str
+    path: str
+    resolved_path: str | None
+    role: str
+    load: str
+    section: str | None
+    section_found: bool | None
+    requires: tuple[str, ...]
+    status: str  # ok | invalid_path | missing_file | missing_section
+    error: str | None
+    flags: tuple[str, ...]  # leaves_package_root, crosses_symlink
+    location: Location
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "resolved_path": self.resolved_path,
+            "role": self.role,
+            "load": self.load,
+            "section": self.section,
+            "section_found": self.section_found,
+            "requires": list(self.requires),
+            "status": self.status,
+            "error": self.error,
+            "flags": list(self.flags),
+        }
+
+
+@dataclass(frozen=True)
+class ImportsReport:
+    """Every import checked, the dependency-first load order and any cycles."""
+
+    spec: str
+    imports: tuple[ImportEntry, ...]
+    load_order: tuple[str, ...]
+    cycles: tuple[tuple[str, ...], ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.cycles and all(e.ok for e in self.imports)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "spec": self.spec,
+            "imports": [e.to_json() for e in self.imports],
+            "load_order": list(self.load_order),
+            "cycles": [list(c) for c in self.cycles],
+        }
+
+
+def path_problem(raw: str) -> str | None:
+    """Why ``raw`` cannot be resolved lexically, or ``None`` when it can."""
+    text = raw.strip()
+    if not text:
+        return "import path is empty"
+    if "://" in text:
+        return "import path must be local and relative (URLs are not loaded)"
+    if text.startswith("~"):
+        return "import path must not use `~` (home directories are not expanded)"
+    if os.path.isabs(text) or text.startswith("\\"):
+        return "import path must be local and relative (absolute paths are refused)"
+    match = _SHELL.search(text)
+    if match:
+        what = "environment variables" if match.group() == "$" else "shell syntax"
+        return f"import path must not use {what} ({match.group()!r} is not expanded)"
+    return None
+
+
+def resolve(spec_dir: Path, raw: str) -> Path:
+    """``raw`` joined to the spec's directory and normalised without touching the disk."""
+    return Path(os.path.normpath(spec_dir / raw))
+
+
+def leaves_root(raw: str) -> bool:
+    """Whether the path climbs above the spec's directory (the package root)."""
+    norm = os.path.normpath(raw)
+    return norm == ".." or norm.startswith(".." + os.sep)
+
+
+def crosses_symlink(spec_dir: Path, raw: str) -> bool:
+    """Whether any component of the lexical path (below the spec dir) is a symlink."""
+    current = spec_dir
+    for part in Path(raw).parts:
+        current = Path(os.path.normpath(current / part))
+        if part not in ("..", ".") and current.is_symlink():
+            return True
+    return False
+
+
+def _norm_heading(text: str) -> str:
+    return text.strip().strip("#").strip().lower()
+
+
+def has_section(text: str, section: str) -> bool:
+    """The reference's rule: some line starting with ``#`` names the section (any case)."""
+    want = _norm_heading(section)
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith("#") and _norm_heading(stripped.lstrip("#")) == want:
+            return True
+    return False
+
+
+def extract_section(text: str, section: str) -> str | None:
+    """The heading named ``section`` and its children; ``None`` when it is absent.
+
+    The section ends at the next heading of the same or a higher level;
+    ``#`` lines inside fenced code blocks are not headings.
+    """
+    want = _norm_heading(section)
+    lines = text.splitlines(keepends=True)
+    in_fence = False
+    start = level = -1
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        match = _HEADING.match(line.rstrip("\r\n"))
+        if not match:
+            continue
+        this_level = len(match.group(1))
+        if start < 0:
+            if _norm_heading(match.group(2)) == want:
+                start, level = i, this_level
+        elif this_level <= level:
+            return "".join(lines[start:i])
+    if start >= 0:
+        return "".join(lines[start:])
+    return None
+
+
+def import_graph(imports: dict[str, Any]) -> dict[str, list[str]]:
+    """``id -> required import ids`` for well-formed entries."""
+    graph: dict[str, list[str]] = {}
+    for key, imp in imports.items():
+        req = imp.get("requires") if isinstance(imp, dict) else None
+        items = req.get("imports") if isinstance(req, dict) else None
+        graph[key] = [x for x in items if isinstance(x, str)] if isinstance(items, list) else []
+    return graph
+
+
+def load_order(graph: dict[str, list[str]]) -> tuple[list[str], list[list[str]]]:
+    """Dependency-first order (keys visited in sorted order) and every cycle met."""
+    order: list[str] = []
+    cycles: list[list[str]] = []
+    seen_cycles: set[frozenset[str]] = set()
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(node: str) -> None:
+        if node in done or node not in graph:
+            return
+        if node in visiting:
+            cycle = [*visiting[visiting.index(node) :], node]
+            if frozenset(cycle) not in seen_cycles:
+                seen_cycles.add(frozenset(cycle))
+                cycles.append(cycle)
+            return
+        visiting.append(node)
+        for child in graph[node]:
+            visit(child)
+        visiting.pop()
+        done.add(node)
+        order.append(node)
+
+    for node in sorted(graph):
+        visit(node)
+    return order, cycles
+
+
+def _where(mapping: Any, key: str, fallback: Location) -> Location:
+    return mapping.where_value(key) if isinstance(mapping, LocDict) else fallback
+
+
+def check_imports(data: dict[str, Any], spec_path: str | Path) -> ImportsReport:
+    """Resolve and read every import of a parsed spec; never raises for bad paths."""
+    spec_path = Path(spec_path)
+    spec_dir = spec_path.parent
+    imports = data.get("imports")
+    imports = imports if isinstance(imports, dict) else {}
+    entries = []
+    file = str(spec_path)
+    for key in sorted(imports):
+        imp = imports[key] if isinstance(imports[key], dict) else {}
+        raw_path = imp.get("path")
+        raw: str = raw_path if isinstance(raw_path, str) else ""
+        section = imp.get("section") if isinstance(imp.get("section"), str) else None
+        requires = import_graph({key: imp})[key]
+        loc = _where(imp, "path", _where(imports, key, Location(file)))
+        status, error, resolved, found = "ok", None, None, None
+        flags: list[str] = []
+        problem = path_problem(raw)
+        if problem:
+            status, error = "invalid_path", problem
+        else:
+            target = resolve(spec_dir, raw.strip())
+            resolved = str(target)
+            if leaves_root(raw.strip()):
+                flags.append("leaves_package_root")
+            if crosses_symlink(spec_dir, raw.strip()):
+                flags.append("crosses_symlink")
+            try:
+                content = target.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                status, error = "missing_file", exc.strerror or str(exc)
+            else:
+                if section is not None:
+                    found = has_section(content, section)
+                    if not found:
+                        status, error = "missing_section", f"section {section!r} not found"
+        entries.append(
+            ImportEntry(
+                id=key,
+                path=raw,
+                resolved_path=resolved,
+                role=str(imp.get("role", "")),
+                load=str(imp.get("load", "on_demand")),
+                section=section,
+                section_found=found,
+                requires=tuple(requires),
+                status=status,
+                error=error,
+                flags=tuple(flags),
+                location=loc,
+            )
+        )
+    order, cycles = load_order(import_graph(imports))
+    return ImportsReport(
+        spec=file,
+        imports=tuple(entries),
+        load_order=tuple(order),
+        cycles=tuple(tuple(c) for c in cycles),
+    )
+
+
+def import_diagnostics(report: ImportsReport) -> list[Diagnostic]:
+    """File-check errors for failing imports, and warnings for flagged paths."""
+    out: list[Diagnostic] = []
+    for e in report.imports:
+        path = f"imports.{e.id}.path"
+        if not e.ok:
+            out.append(
+                Diagnostic(
+                    f"{e.status} ({e.error})" if e.error else e.status,
+                    e.location,
+                    path=path,
+                    code=f"import_{e.status}",
+                )
+            )
+        for flag in e.flags:
+            text = {
+                "leaves_package_root": f"{e.path} leaves the package root (the spec's folder)",
+                "crosses_symlink": f"{e.path} passes through a symlink",
+            }[flag]
+            out.append(Diagnostic(text, e.location, path=path, severity="warning", code=flag))
+    return out

@@ -1,0 +1,158 @@
+"""Public API: load a ``skill.spec.yml`` and check it completely, never raising.
+
+``check_spec`` is what every consumer calls (the ``skillspec`` CLI, decide and
+test, the console): it reads the file, parses it strictly, checks structure
+and cross-references and, unless told not to, the files the spec names. Bad
+input becomes diagnostics in the report, not an exception, so a console can
+show a broken spec next to working ones.
+
+The two verdicts mirror the reference's two loaders: ``structural_ok`` is its
+"unresolved" load (parse + structure + cross-references), ``ok`` its full load
+(plus imports and package files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import Diagnostic, InputError, Location
+from engine.yamlsrc import MAX_BYTES, LocDict, decode_source, parse_yaml
+
+
+@dataclass(frozen=True)
+class SpecReport:
+    """Everything known about one spec file after checking it."""
+
+    path: Path
+    data: LocDict | None
+    text: str
+    diagnostics: tuple[Diagnostic, ...]
+    structural_ok: bool
+    files_ok: bool
+    #: True when the file could not be read or parsed as YAML at all (exit code 2).
+    unreadable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.structural_ok and self.files_ok
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.severity == "warning")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "spec": str(self.path),
+            "structural_ok": self.structural_ok,
+            "files_ok": self.files_ok,
+            "id": self.data.get("id") if self.data is not None else None,
+            "errors": [d.to_json() for d in self.errors],
+            "warnings": [d.to_json() for d in self.warnings],
+        }
+
+
+def _order(diags: list[Diagnostic]) -> tuple[Diagnostic, ...]:
+    """File order: by line and column; located findings before unlocated ones."""
+    return tuple(sorted(diags, key=lambda d: (d.location.line or 1 << 30, d.location.col, d.path)))
+
+
+def read_spec_text(path: str | Path) -> str:
+    """The spec's text; :class:`InputError` (with a location) when unreadable."""
+    name = str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise InputError(
+            f"{name}: cannot read: {reason}",
+            title="Unreadable file",
+            diagnostics=[Diagnostic(f"cannot read: {reason}", Location(name), code="io")],
+        ) from None
+    return decode_source(raw, name)
+
+
+def check_spec(path: str | Path, *, resolve_files: bool = True) -> SpecReport:
+    """Load and check one spec. Never raises for bad input: problems are diagnostics."""
+    spec_path = Path(path)
+    name = str(path)
+    text = ""
+    try:
+        text = read_spec_text(spec_path)
+        doc = parse_yaml(text, name)
+    except InputError as exc:
+        diags = exc.diagnostics or (Diagnostic(exc.message, Location(name)),)
+        return SpecReport(spec_path, None, text, tuple(diags), False, False, unreadable=True)
+    except RecursionError:
+        diag = Diagnostic("nesting too deep to parse", Location(name), code="yaml")
+        return SpecReport(spec_path, None, text, (diag,), False, False, unreadable=True)
+
+    from engine.skillspec.schema import check_structure
+
+    errors = check_structure(doc.data, text, name)
+    warnings: list[Diagnostic] = []
+    data = doc.data if isinstance(doc.data, LocDict) else None
+    if data is None:
+        return SpecReport(spec_path, None, text, _order(errors), False, False)
+
+    from engine.skillspec.validate import validate_refs
+
+    ref_errors, ref_warnings = validate_refs(data, name)
+    errors += ref_errors
+    warnings += ref_warnings
+    structural_ok = not errors
+
+    file_errors: list[Diagnostic] = []
+    if resolve_files:
+        from engine.skillspec.files import check_sidecars
+        from engine.skillspec.imports import check_imports, import_diagnostics
+
+        for diag in import_diagnostics(check_imports(data, spec_path)):
+            (file_errors if diag.severity == "error" else warnings).append(diag)
+        file_errors += check_sidecars(data, spec_path)
+    return SpecReport(
+        path=spec_path,
+        data=data,
+        text=text,
+        diagnostics=_order(errors + file_errors + warnings),
+        structural_ok=structural_ok,
+        files_ok=not file_errors,
+    )
+
+
+def spec_fingerprint(path: str | Path) -> str:
+    """``sha256:<hex>`` over the spec's bytes then each imported file's bytes, in load order.
+
+    Imports that cannot be read (or whose path is refused) contribute nothing;
+    the spec's own bytes still change when such a path is edited.
+    """
+    spec_path = Path(path)
+    raw = spec_path.read_bytes()
+    digest = hashlib.sha256(raw)
+    try:
+        doc = parse_yaml(decode_source(raw, str(path)), str(path))
+    except (InputError, RecursionError):
+        return f"sha256:{digest.hexdigest()}"
+    if not isinstance(doc.data, dict):
+        return f"sha256:{digest.hexdigest()}"
+    from engine.skillspec.imports import check_imports
+
+    report = check_imports(doc.data, spec_path)
+    by_id = {e.id: e for e in report.imports}
+    for import_id in report.load_order:
+        entry = by_id.get(import_id)
+        if entry is None or entry.status == "invalid_path" or entry.resolved_path is None:
+            continue
+        try:
+            digest.update(Path(entry.resolved_path).read_bytes())
+        except OSError:
+            continue
+    return f"sha256:{digest.hexdigest()}"
