@@ -236,6 +236,17 @@ class _RuleBuilder:
         compiled = None
         if when is not None and on is not None:
             compiled = self._compile_when(when, on, m.where_value("when"), prefix + "when")
+        if level in ("hold", "stop"):
+            self.warnings.append(
+                Diagnostic(
+                    f"{name} is a {level} rule: it {ENFORCE_WARNING}",
+                    m.where_value("level"),
+                    path=prefix + "level",
+                    severity="warning",
+                    code="not_enforced",
+                    hint=f'add "{name}" to [memory.rules] enforce to let it {level}',
+                )
+            )
         if len(self.errors) > before or compiled is None:
             return None
         assert name is not None and level is not None and target is not None and when is not None
@@ -257,17 +268,6 @@ class _RuleBuilder:
             static_cost=static_cost,
             primitives=specs,
         )
-        if level in ("hold", "stop"):
-            self.warnings.append(
-                Diagnostic(
-                    f"{name} is a {level} rule: it {ENFORCE_WARNING}",
-                    m.where_value("level"),
-                    path=prefix + "level",
-                    severity="warning",
-                    code="not_enforced",
-                    hint=f'add "{name}" to [memory.rules] enforce to let it {level}',
-                )
-            )
         runner = self.env.make_runner(on or "", expr, base_cost, self.config.cost_limit)
         return CompiledRule(rule, runner)
 

@@ -1,0 +1,314 @@
+"""``harness rules list | show NAME | lint | backtest | explain | propose``.
+
+list, show and lint are static: they load rules with the evaluator's loader
+and, for list/show, read fires from the store *when it exists* — read-only,
+never creating or migrating it, and tolerating a store that has no fire
+tables yet, so the commands work on a fresh machine. backtest and explain are
+the evaluator's (``engine.rules.cmd_eval``) and are imported only when run;
+this module imports nothing heavy at top level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DAY_MS = 86_400_000
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("rules", help="List, show, lint, backtest and explain rules.")
+    rs = p.add_subparsers(title="rules commands", metavar="COMMAND")
+
+    lp = rs.add_parser("list", help="Every loaded rule with its state and recent fires.")
+    _common(lp)
+    lp.set_defaults(handler=cmd_list)
+
+    sp = rs.add_parser("show", help="One rule: source, normalized when, hash, cost, fires.")
+    sp.add_argument("name", metavar="NAME")
+    _common(sp)
+    sp.set_defaults(handler=cmd_show)
+
+    tp = rs.add_parser("lint", help="Check rule files with the evaluator's loader (no store).")
+    tp.add_argument("paths", metavar="PATH", nargs="*")
+    tp.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    tp.add_argument("--json", action="store_true", help="same as --format json")
+    tp.set_defaults(handler=cmd_lint)
+
+    bp = rs.add_parser("backtest", help="Replay stored history through candidate rules.")
+    bp.add_argument("rules", metavar="RULE_FILE_OR_NAME", nargs="+")
+    since = bp.add_mutually_exclusive_group()
+    since.add_argument("--since", metavar="DUR")
+    since.add_argument("--from-seq", metavar="N", type=int, dest="from_seq")
+    bp.add_argument("--until", metavar="UNTIL")
+    bp.add_argument("--policy", metavar="DIR", action="append", default=[])
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--store", metavar="PATH")
+    bp.set_defaults(handler=_lazy("engine.rules.cmd_eval", "cmd_backtest"))
+
+    ep = rs.add_parser("explain", help="Why a fire happened, recomputed from the journal.")
+    ep.add_argument("fire_id", metavar="FIRE_ID", type=int)
+    ep.add_argument("--json", action="store_true")
+    ep.add_argument("--store", metavar="PATH")
+    ep.set_defaults(handler=_lazy("engine.rules.cmd_eval", "cmd_explain"))
+
+    pp = rs.add_parser("propose", help="Backtest a rule file and prepare a policy-repo change.")
+    pp.add_argument("file", metavar="FILE")
+    pp.add_argument("--json", action="store_true")
+    pp.add_argument("--store", metavar="PATH")
+    pp.set_defaults(handler=_lazy("engine.rules.cmd_propose", "cmd_propose"))
+    p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", metavar="DIR", action="append", default=[], help="extra rule dir")
+    p.add_argument("--store", metavar="PATH")
+    p.add_argument("--json", action="store_true")
+
+
+def _lazy(module: str, func: str) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            sys.stderr.write(f"harness rules: {module} is not available in this build\n")
+            return 2
+        result: int = getattr(mod, func)(args)
+        return result
+
+    return handler
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+    from engine.config import load_config
+    from engine.errors import Diagnostic, InputError, Location
+    from engine.rules.loader import default_sources, load_rules
+
+    config = load_config()
+    extra = []
+    for d in args.policy:
+        path = Path(d).expanduser()
+        if not path.is_dir():
+            raise InputError(
+                f"{d}: not a directory",
+                diagnostics=[Diagnostic("not a directory", Location(d), code="io")],
+            )
+        extra.append(path)
+    policy = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
+    return config, load_rules(default_sources(policy, extra), config.rules)
+
+
+class _StoreView:
+    """Read-only, defensive view of fires and rule state (E owns the tables)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.conn: sqlite3.Connection | None = None
+        if path is not None and path.exists():
+            try:
+                self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+            except sqlite3.Error:
+                self.conn = None
+
+    def _q(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self.conn is None:
+            return []
+        try:
+            return list(self.conn.execute(sql, params).fetchall())
+        except sqlite3.Error:
+            return []
+
+    def now_ms(self) -> int:
+        """Journal time: the newest row's ``at``, else the wall clock."""
+        rows = self._q("SELECT MAX(at) FROM rule_journal")
+        if rows and rows[0][0] is not None:
+            return int(rows[0][0])
+        return int(time.time() * 1000)
+
+    def fires_since(self, name: str, since_ms: int) -> int:
+        rows = self._q(
+            "SELECT COUNT(*) FROM rule_fires WHERE rule = ? AND at > ?", (name, since_ms)
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def state(self, name: str) -> tuple[str | None, str | None]:
+        rows = self._q("SELECT state, error FROM rule_state WHERE name = ?", (name,))
+        return (rows[0][0], rows[0][1]) if rows else (None, None)
+
+    def last_fires(self, name: str, limit: int = 10) -> list[dict[str, Any]]:
+        rows = self._q(
+            "SELECT id, hash, seq, at, target, level, effective_level, status FROM rule_fires"
+            " WHERE rule = ? ORDER BY seq DESC, id DESC LIMIT ?",
+            (name, limit),
+        )
+        keys = ("id", "hash", "seq", "at", "target", "level", "effective_level", "status")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def last_acted_hash(self, name: str) -> str | None:
+        rows = self._q(
+            "SELECT hash FROM rule_fires WHERE rule = ? AND status NOT IN ('shadow', 'suppressed')"
+            " ORDER BY seq DESC, id DESC LIMIT 1",
+            (name,),
+        )
+        return str(rows[0][0]) if rows else None
+
+
+def _store_view(args: argparse.Namespace, config: Any) -> _StoreView:
+    from engine.config import resolve_store
+
+    try:
+        return _StoreView(resolve_store(args.store, config))
+    except Exception:  # a bad store path only means "no fires to show"
+        return _StoreView(None)
+
+
+def _state(name: str, config: Any, store: _StoreView) -> tuple[str, str | None]:
+    stored, error = store.state(name)
+    if name in config.rules.disable:
+        return "disabled", "disabled in harness.toml"
+    if stored:
+        return stored, error
+    return "active", None
+
+
+# --- handlers -----------------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from engine.cli.common import print_json
+
+    config, result = _load(args)
+    store = _store_view(args, config)
+    since = store.now_ms() - DAY_MS
+    rows = []
+    for cr in sorted(result.rules, key=lambda c: c.rule.name):
+        r = cr.rule
+        state, error = _state(r.name, config, store)
+        rows.append(
+            {
+                "name": r.name,
+                "source_file": r.source_file,
+                "source_kind": r.source_kind,
+                "on": r.on,
+                "level": r.level,
+                "enforced": any(e.split("@")[0] == r.name for e in config.rules.enforce),
+                "state": state,
+                "hash": r.hash,
+                "fires_24h": store.fires_since(r.name, since),
+                "error": error,
+            }
+        )
+    errors = [d.to_json() for d in result.errors]
+    if args.json:
+        print_json({"rules": rows, "errors": errors})
+    else:
+        print(f"{'NAME':<28} {'LEVEL':<9} {'STATE':<9} {'HASH':<12} {'24H':>5}  SOURCE")
+        for row in rows:
+            print(
+                f"{row['name']:<28} {row['level']:<9} {row['state']:<9} {row['hash'][:12]:<12}"
+                f" {row['fires_24h']:>5}  {row['source_file']}"
+            )
+            if row["error"]:
+                print(f"    error: {row['error']}")
+        for d in result.errors:
+            print(f"load error: {d}", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from engine.cli.common import print_json
+    from engine.durations import format_duration_ms
+    from engine.errors import InputError
+
+    config, result = _load(args)
+    found = [cr for cr in result.rules if cr.rule.name == args.name]
+    if not found:
+        near = [d for d in result.errors if args.name in d.message or args.name in str(d.location)]
+        detail = "; ".join(str(d) for d in near[:3])
+        raise InputError(f"no loaded rule named {args.name!r}" + (f" ({detail})" if detail else ""))
+    r = found[0].rule
+    store = _store_view(args, config)
+    state, error = _state(r.name, config, store)
+    acted = store.last_acted_hash(r.name)
+    changed = acted is not None and acted != r.hash
+    data = {
+        "name": r.name,
+        "description": r.description,
+        "source_file": r.source_file,
+        "source_kind": r.source_kind,
+        "on": r.on,
+        "level": r.level,
+        "target": r.target,
+        "cooldown": format_duration_ms(r.cooldown_ms),
+        "message": r.message,
+        "state": state,
+        "error": error,
+        "hash": r.hash,
+        "hash_changed_since_last_acted": changed,
+        "last_acted_hash": acted,
+        "normalized_when": r.normalized_when,
+        "static_cost": r.static_cost,
+        "primitives": [
+            {
+                "index": p.index,
+                "fn": p.fn,
+                "field": p.field,
+                "selector_keys": list(p.selector_keys),
+                "window": format_duration_ms(p.window_ms),
+            }
+            for p in r.primitives
+        ],
+        "last_fires": store.last_fires(r.name),
+        "source_text": r.text,
+    }
+    if args.json:
+        print_json(data)
+        return 0
+    mark = f"  [CHANGED since it last acted: was {acted[:12]}]" if changed and acted else ""
+    print(f"{r.name}  ({r.source_kind}: {r.source_file})")
+    print(f"  state: {state}" + (f" - {error}" if error else ""))
+    print(f"  hash: {r.hash}{mark}")
+    print(f"  on {r.on}, level {r.level}, target {r.target}, cooldown {data['cooldown']}")
+    print(f"  static cost: {r.static_cost}")
+    print(f"  normalized when: {r.normalized_when}")
+    for p in r.primitives:
+        field = f'"{p.field}", ' if p.field else ""
+        keys = ", ".join(p.selector_keys)
+        print(
+            f"  primitive {p.index}: {p.fn}({field}{{{keys}}}, {format_duration_ms(p.window_ms)})"
+        )
+    fires = data["last_fires"]
+    assert isinstance(fires, list)
+    print(f"  last fires: {len(fires) or 'none'}")
+    for f in fires:
+        print(
+            f"    #{f['id']} seq {f['seq']} target {f['target']} {f['effective_level']} {f['status']}"
+        )
+    print("--- source ---")
+    print(r.text.rstrip("\n"))
+    return 0
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from engine.cli.common import print_json
+    from engine.config import load_config
+    from engine.rules.lint import format_json, format_sarif, format_text, run_lint
+
+    fmt = "json" if args.json else args.format
+    report = run_lint(args.paths, load_config())
+    if fmt == "json":
+        print_json(format_json(report))
+    elif fmt == "sarif":
+        print_json(format_sarif(report))
+    else:
+        print(format_text(report))
+    return report.exit_code

@@ -1,0 +1,146 @@
+"""``harness rules lint``: the evaluator's own loader, without a store.
+
+Lint must never pass a rule the daemon would then disable (seed 004, "Lint
+shares the loader"), so this module only *formats* what
+:func:`engine.rules.loader.load_rules` finds: text with carets for people,
+JSON for scripts, SARIF 2.1.0 for code-scanning UIs on the policy repo. A
+hold or stop rule gets a warning — never a grant — because only the
+operator's harness.toml can enforce it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import HarnessConfig
+from engine.errors import Diagnostic, InputError, Location
+from engine.rules.loader import default_sources, load_rules
+from engine.rules.model import LoadResult, SourceKind
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+FORMATS = ("text", "json", "sarif")
+
+
+@dataclass(frozen=True, slots=True)
+class LintReport:
+    """What lint found; ``exit_code`` is 1 when any error was found."""
+
+    result: LoadResult
+    sources: tuple[tuple[Path, SourceKind], ...]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.result.errors else 0
+
+
+def lint_sources(
+    paths: Sequence[str], config: HarnessConfig
+) -> tuple[tuple[Path, SourceKind], ...]:
+    """Explicit PATHs as given (file or directory), else what the evaluator loads."""
+    if paths:
+        out: list[tuple[Path, SourceKind]] = []
+        for p in paths:
+            path = Path(p).expanduser()
+            if not path.exists():
+                raise InputError(
+                    f"{p}: no such file or directory",
+                    title="Unreadable input",
+                    diagnostics=[Diagnostic("no such file or directory", Location(p), code="io")],
+                )
+            out.append((path, "file"))
+        return tuple(out)
+    policy_dirs = [repo.path / "rules" for repo in config.policy_repos]
+    return tuple(default_sources([d for d in policy_dirs if d.is_dir()]))
+
+
+def run_lint(paths: Sequence[str], config: HarnessConfig) -> LintReport:
+    sources = lint_sources(paths, config)
+    return LintReport(load_rules(sources, config.rules), sources)
+
+
+def _source_text(file: str | None, cache: dict[str, str | None]) -> str | None:
+    if not file:
+        return None
+    if file not in cache:
+        try:
+            cache[file] = Path(file).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cache[file] = None
+    return cache[file]
+
+
+def format_text(report: LintReport) -> str:
+    cache: dict[str, str | None] = {}
+    lines = []
+    for d in (*report.result.errors, *report.result.warnings):
+        lines.append(d.render(_source_text(d.location.file, cache)))
+    res = report.result
+    lines.append(
+        f"{len(res.rules)} rule(s) loaded, {len(res.errors)} error(s), "
+        f"{len(res.warnings)} warning(s)"
+    )
+    return "\n".join(lines)
+
+
+def format_json(report: LintReport) -> dict[str, Any]:
+    res = report.result
+    return {
+        "ok": not res.errors,
+        "sources": [{"path": str(p), "kind": k} for p, k in report.sources],
+        "rules": [
+            {
+                "name": cr.rule.name,
+                "file": cr.rule.source_file,
+                "on": cr.rule.on,
+                "level": cr.rule.level,
+                "hash": cr.rule.hash,
+                "static_cost": cr.rule.static_cost,
+            }
+            for cr in res.rules
+        ],
+        "errors": [d.to_json() for d in res.errors],
+        "warnings": [d.to_json() for d in res.warnings],
+    }
+
+
+def _sarif_result(d: Diagnostic) -> dict[str, Any]:
+    region: dict[str, int] = {}
+    if d.location.line:
+        region["startLine"] = d.location.line
+        if d.location.col:
+            region["startColumn"] = d.location.col
+    physical: dict[str, Any] = {"artifactLocation": {"uri": Path(d.location.file or "").as_posix()}}
+    if region:
+        physical["region"] = region
+    text = f"{d.path}: {d.message}" if d.path else d.message
+    if d.hint:
+        text += f" ({d.hint})"
+    return {
+        "ruleId": d.code or "rule",
+        "level": "error" if d.severity == "error" else "warning",
+        "message": {"text": text},
+        "locations": [{"physicalLocation": physical}],
+    }
+
+
+def format_sarif(report: LintReport) -> dict[str, Any]:
+    diags = (*report.result.errors, *report.result.warnings)
+    codes = sorted({d.code or "rule" for d in diags})
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "harness rules lint",
+                        "rules": [{"id": c, "shortDescription": {"text": c}} for c in codes],
+                    }
+                },
+                "results": [_sarif_result(d) for d in diags],
+            }
+        ],
+    }
