@@ -291,7 +291,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"  last fires: {len(fires) or 'none'}")
     for f in fires:
         print(
-            f"    #{f['id']} seq {f['seq']} target {f['target']} {f['effective_level']} {f['status']}"
+            f"    #{f['id']} seq {f['seq']} target {f['target']}"
+            f" {f['effective_level']} {f['status']}"
         )
     print("--- source ---")
     print(r.text.rstrip("\n"))
