@@ -1,0 +1,1 @@
+"""A simulated fleet of harnesses writing the journal (demo data, tests, benchmarks)."""
