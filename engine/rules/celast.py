@@ -400,3 +400,42 @@ def unparse(node: Node, refs: dict[int, str] | None = None) -> str:
         return f"__comprehension__({n.iter_var}, {n.accu_var}, {inner})"
 
     return go(node)
+
+
+def _is_event_type(node: Node, refs: dict[int, str]) -> bool:
+    if node.kind != "select" or node.name != "type" or node.test_only or not node.args:
+        return False
+    operand = node.args[0]
+    return operand.kind == "ident" and (refs.get(operand.id) or operand.name) == "event"
+
+
+def type_guard(root: Node, refs: dict[int, str] | None = None) -> frozenset[str] | None:
+    """The event types a rule can possibly match, when its top-level ``&&`` says so.
+
+    If one conjunct of the top-level ``&&`` chain is ``event.type == "lit"`` (or
+    ``event.type in ["a", "b"]``), any row of another type makes that conjunct
+    false, and in CEL ``false && x`` is false whatever ``x`` is (even an
+    error). The runner can then reject such rows without entering CEL at all;
+    None means no such guard was found.
+    """
+    refs = refs or {}
+    guard: frozenset[str] | None = None
+    for conj in _flatten(root, "_&&_"):
+        if conj.kind != "call" or conj.target is not None or len(conj.args) != 2:
+            continue
+        left, right = conj.args
+        found: frozenset[str] | None = None
+        if conj.name == "_==_":
+            for a, b in ((left, right), (right, left)):
+                if _is_event_type(a, refs) and b.kind == "const" and b.ctype == "string":
+                    found = frozenset({str(b.value)})
+        elif (
+            conj.name == "@in"
+            and _is_event_type(left, refs)
+            and right.kind == "list"
+            and all(e.kind == "const" and e.ctype == "string" for e in right.args)
+        ):
+            found = frozenset(str(e.value) for e in right.args)
+        if found is not None:
+            guard = found if guard is None else guard & found
+    return guard

@@ -194,6 +194,7 @@ class CelEnvironment:
 
     def __init__(self) -> None:
         self._pool, self._classes = _build_pool()
+        self._cache = _RowCache()
         decls = _function_decls()
         self._envs = {
             kind: cel.NewEnv(
@@ -221,23 +222,53 @@ class CelEnvironment:
             ]
         return expr, []
 
-    def make_runner(self, kind: str, expr: Any, base_cost: int, cost_limit: int) -> Runner:
+    def make_runner(
+        self,
+        kind: str,
+        expr: Any,
+        base_cost: int,
+        cost_limit: int,
+        guard: frozenset[str] | None = None,
+    ) -> Runner:
         """A closure evaluating ``expr`` for one row (see :class:`EvalResult`).
 
         ``base_cost`` is the static cost of everything but the primitives; the
         runtime budget charges it up front, then 100 per primitive call.
+        ``guard`` (see :func:`engine.rules.celast.type_guard`) lets rows of
+        other types be rejected without entering CEL. The event message and
+        ``now`` are cached per thread, keyed by the row's field values, so the
+        rules of one kind evaluated on one row build them once.
         """
-        fields = tuple(KINDS[kind])
+        fields = tuple(f for f, _ in KINDS[kind])
         cls = self._classes[kind]
         ctx = _CTX
+        cache = self._cache
         epoch, delta = _EPOCH, _dt.timedelta
+        no_match = EvalResult(False, (), base_cost, None)
+        plain_match = EvalResult(True, (), base_cost, None)
+        over_budget = EvalResult(False, (), base_cost, COST_EXCEEDED)
+        guard_none_ok = guard is not None and "" in guard
 
         def run(event: Mapping[str, object], now_ms: int, host: PrimitiveHost) -> EvalResult:
-            try:
-                msg = cls(**{f: v for f, _ in fields if (v := event.get(f)) is not None})
-            except (TypeError, ValueError) as exc:
-                return EvalResult(False, (), 0, f"bad event row: {exc}")
-            saved = (ctx.host, ctx.calls, ctx.cost, ctx.limit, ctx.exceeded)
+            if guard is not None:
+                etype = event.get("type")
+                if etype not in guard and not (etype is None and guard_none_ok):
+                    return no_match
+            if base_cost > cost_limit:
+                return over_budget
+            values = (cls, *map(event.get, fields))
+            if cache.key == values:
+                msg = cache.msg
+            else:
+                try:
+                    msg = cls(
+                        **{f: v for f, v in zip(fields, values[1:], strict=True) if v is not None}
+                    )
+                except (TypeError, ValueError) as exc:
+                    return EvalResult(False, (), 0, f"bad event row: {exc}")
+                cache.key, cache.msg = values, msg
+            if cache.now_ms != now_ms:
+                cache.now_ms, cache.now = now_ms, epoch + delta(milliseconds=now_ms)
             ctx.host, ctx.calls, ctx.cost, ctx.limit, ctx.exceeded = (
                 host,
                 [],
@@ -246,23 +277,33 @@ class CelEnvironment:
                 False,
             )
             try:
-                if base_cost > cost_limit:
-                    return EvalResult(False, (), base_cost, COST_EXCEEDED)
-                value = expr.eval(data={"event": msg, "now": epoch + delta(milliseconds=now_ms)})
-                calls, cost = tuple(ctx.calls), ctx.cost
+                value = expr.eval(data={"event": msg, "now": cache.now})
+                calls = ctx.calls
                 if ctx.exceeded:
-                    return EvalResult(False, calls, cost, COST_EXCEEDED)
+                    return EvalResult(False, tuple(calls), ctx.cost, COST_EXCEEDED)
                 result = value.value()
-                if isinstance(result, bool):
-                    return EvalResult(result, calls, cost, None)
+                if result is True:
+                    return EvalResult(True, tuple(calls), ctx.cost, None) if calls else plain_match
+                if result is False:
+                    return EvalResult(False, tuple(calls), ctx.cost, None) if calls else no_match
                 err = str(result) if result is not None else "no value"
-                return EvalResult(False, calls, cost, _clean_runtime_error(err))
+                return EvalResult(False, tuple(calls), ctx.cost, _clean_runtime_error(err))
             except Exception as exc:  # a CEL runtime failure must not escape
                 return EvalResult(False, tuple(ctx.calls), ctx.cost, f"evaluation failed: {exc}")
             finally:
-                ctx.host, ctx.calls, ctx.cost, ctx.limit, ctx.exceeded = saved
+                ctx.host = None
 
         return run
+
+
+class _RowCache(threading.local):
+    """Per-thread cache of the last row's event message and ``now``."""
+
+    def __init__(self) -> None:
+        self.key: object = None
+        self.msg: Any = None
+        self.now_ms: int | None = None
+        self.now: _dt.datetime = _EPOCH
 
 
 def _clean_runtime_error(text: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from engine.config import RulesConfig
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, HarnessError, Location
-from engine.rules.celast import AstDecodeError, canonical, decode_checked, unparse
+from engine.rules.celast import AstDecodeError, canonical, decode_checked, type_guard, unparse
 from engine.rules.celenv import CelEnvironment, default_environment
 from engine.rules.checks import check_ast
 from engine.rules.model import (
@@ -250,7 +250,8 @@ class _RuleBuilder:
         if len(self.errors) > before or compiled is None:
             return None
         assert name is not None and level is not None and target is not None and when is not None
-        expr, canon, normalized, specs, static_cost, base_cost = compiled
+        expr, canon, normalized, report, guard = compiled
+        specs, static_cost, base_cost = report.primitives, report.static_cost, report.base_cost
         rule = Rule(
             name=name,
             description=description,
@@ -268,7 +269,7 @@ class _RuleBuilder:
             static_cost=static_cost,
             primitives=specs,
         )
-        runner = self.env.make_runner(on or "", expr, base_cost, self.config.cost_limit)
+        runner = self.env.make_runner(on or "", expr, base_cost, self.config.cost_limit, guard)
         return CompiledRule(rule, runner)
 
     def _compile_when(self, when: str, on: str, start: Location, path: str) -> Any:
@@ -297,7 +298,8 @@ class _RuleBuilder:
             return None
         canon = canonical(ast.root, ast.references)
         normalized = unparse(ast.root, ast.references)
-        return expr, canon, normalized, report.primitives, report.static_cost, report.base_cost
+        guard = type_guard(ast.root, ast.references)
+        return expr, canon, normalized, report, guard
 
 
 def compile_rule_file(
