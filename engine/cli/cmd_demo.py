@@ -1,0 +1,146 @@
+"""``harness demo``: write the simulated fleet's history into a store (then ``--live``).
+
+The history ends now: it starts ``--days`` UTC midnights ago and stops at the
+current time, so ``--live`` can continue it without a jump. A store that
+already holds rows at or after the history's start is refused (journal time
+cannot go back); use a fresh ``--store``. A progress bar (rich) is shown only
+when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from engine.cli.common import EXIT_OK, print_json
+
+#: Rows a day per harness in the default fleet (for the progress total only).
+_ROWS_PER_HARNESS_DAY = 4_850
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="Write a simulated fleet history into the store (deterministic by seed).",
+        description=(
+            "Write a deterministic simulated fleet history (runs, tool calls, verify failures, "
+            "restarts, loop-guard trips, budgets, collisions, churn, facts, ticks) ending now; "
+            "--live then keeps the fleet writing in real time until interrupted."
+        ),
+    )
+    p.add_argument("--store", metavar="PATH", help="journal store (default from harness.toml)")
+    p.add_argument("--days", type=int, default=45, metavar="N", help="days of history (45)")
+    p.add_argument("--harnesses", type=int, default=12, metavar="N", help="fleet size (12)")
+    p.add_argument("--seed", type=int, default=7, metavar="S", help="random seed (7)")
+    p.add_argument("--quiet-fleet", action="store_true", help="no planted patterns")
+    p.add_argument("--live", action="store_true", help="then keep writing in real time")
+    p.add_argument("--json", action="store_true", help="machine-readable summary")
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import time
+
+    from engine.config import resolve_store
+    from engine.errors import InputError
+    from engine.fleet.sim import DAY_MS, write_fleet
+    from engine.journal.reader import store_file_bytes
+    from engine.journal.writer import read_marks, wall_clock_ms
+    from engine.store.db import connect
+
+    if args.days < 0 or not 1 <= args.harnesses <= 999:
+        raise InputError("--days must be >= 0 and --harnesses between 1 and 999")
+    path = resolve_store(args.store)
+    conn = connect(path)
+    now = wall_clock_ms()
+    start = (now // DAY_MS - args.days) * DAY_MS
+    _seq, last_at, _tick = read_marks(conn)
+    if last_at > start:
+        conn.close()
+        raise InputError(
+            f"{path}: the store already has journal rows up to {last_at} ms, after the "
+            "demo history would start; use a new --store",
+            title="Store not empty",
+        )
+    total = max(1, (args.days + 1) * args.harnesses * _ROWS_PER_HARNESS_DAY)
+    t0 = time.perf_counter()
+    progress = _progress(total) if sys.stderr.isatty() and not args.json else None
+    try:
+        result = write_fleet(
+            conn,
+            days=args.days + 1,
+            harnesses=args.harnesses,
+            seed=args.seed,
+            start_ms=start,
+            quiet=args.quiet_fleet,
+            end_ms=now,
+            on_batch=progress.update if progress else None,
+        )
+    finally:
+        if progress:
+            progress.close()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    elapsed = time.perf_counter() - t0
+    summary = {
+        "ok": True,
+        "store": str(path),
+        "rows": result.admitted,
+        "first_seq": result.first_seq,
+        "last_seq": result.last_seq,
+        "first_at": result.first_at,
+        "last_at": result.last_at,
+        "seconds": round(elapsed, 2),
+        "file_bytes": store_file_bytes(path),
+    }
+    if args.json:
+        print_json(summary)
+    else:
+        print(
+            f"wrote {result.admitted:,} rows ({args.days} days + today, "
+            f"{args.harnesses} harnesses, seed {args.seed}) to {path} in {elapsed:.1f} s, "
+            f"{summary['file_bytes'] / 1e6:.0f} MB"
+        )
+    if args.live:
+        from engine.fleet.live import run_live
+
+        if not args.json:
+            print("live: writing in real time; Ctrl-C to stop", flush=True)
+        try:
+            live = run_live(path, start_ms=start, harnesses=args.harnesses, seed=args.seed,
+                            quiet=args.quiet_fleet)  # fmt: skip
+            stats = live.stats
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+            return EXIT_OK
+        print(f"live: admitted {stats.admitted}, dropped {stats.dropped}, ticks {stats.ticks}")
+    return EXIT_OK
+
+
+class _Progress:
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.total = total
+        self.bar = Progress(
+            TextColumn("demo history"),
+            BarColumn(),
+            TextColumn("{task.completed:,} rows"),
+            TimeElapsedColumn(),
+            transient=True,
+            console=Console(stderr=True),
+        )
+        self.bar.start()
+        self.task = self.bar.add_task("rows", total=total)
+
+    def update(self, done: int) -> None:
+        self.bar.update(self.task, completed=min(done, self.total))
+
+    def close(self) -> None:
+        self.bar.stop()
+
+
+def _progress(total: int) -> _Progress:
+    return _Progress(total)

@@ -1,0 +1,299 @@
+"""``harness journal append | import | tail | stats | prune``.
+
+``append`` admits JSON lines from stdin *now* (the committer assigns ``seq``
+and ``at``). Admission is per row, as for a live writer: a bad line is refused
+(reported with its line number and field, and counted in the store's
+``refused`` counter) and the good lines are still admitted; the exit code is 1
+when any line was refused. ``import FILE`` is the opposite: history carrying
+its own ``at`` is all-or-nothing, because a partly imported history would
+silently change what a backtest sees; any bad line (or an ``at`` going back)
+stops it with exit 2 and nothing of the file is stored.
+
+Heavy modules are imported inside the handlers so ``harness --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
+
+APPEND_BATCH = 5_000
+
+
+def register(sub: Any) -> None:
+    journal = sub.add_parser("journal", help="Append to, import into, read and prune the journal.")
+    jsub = journal.add_subparsers(title="journal commands", metavar="COMMAND")
+
+    p = jsub.add_parser(
+        "append",
+        help="Admit JSON-lines rows from stdin now (bad lines are refused and counted).",
+        description=(
+            "Read one JSON object per line from stdin and admit it now; seq and at are "
+            "assigned at admission. Bad lines are refused with line and field; the good "
+            "lines are still admitted; exit 1 if any line was refused."
+        ),
+    )
+    _store(p)
+    p.add_argument("--json", action="store_true", help="machine-readable summary")
+    p.set_defaults(handler=cmd_append)
+
+    p = jsub.add_parser(
+        "import",
+        help="Import history (JSON lines with their own at); all or nothing.",
+        description=(
+            "Import rows that carry their own `at` (ms since the epoch), non-decreasing and not "
+            "before the store's last at. One transaction: a bad line admits nothing."
+        ),
+    )
+    p.add_argument("file", metavar="FILE", help="JSON-lines file ('-' for stdin)")
+    p.add_argument(
+        "--ticks",
+        action="store_true",
+        help="add a tick row at every minute boundary (tick rows of the file are then skipped)",
+    )
+    _store(p)
+    p.add_argument("--json", action="store_true", help="machine-readable summary")
+    p.set_defaults(handler=cmd_import)
+
+    p = jsub.add_parser("tail", help="Show the last rows; -f keeps following.")
+    p.add_argument("-n", type=int, default=20, metavar="N", help="rows to show first (20)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new rows")
+    _store(p)
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(handler=cmd_tail)
+
+    p = jsub.add_parser("stats", help="Rows by kind/type, first/last at, drops, refusals, size.")
+    _store(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_stats)
+
+    p = jsub.add_parser(
+        "prune",
+        help="Delete rows older than the retention (default [store] retention_days, 45).",
+        description=(
+            "Delete rows older than N days of journal time (before the last row's at) in "
+            "transactions of at most 5,000 rows, so writers never wait long."
+        ),
+    )
+    p.add_argument("--days", type=int, metavar="N", help="retention in days")
+    _store(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_prune)
+
+
+def _store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="PATH", help="journal store (default from harness.toml)")
+
+
+def _open(args: argparse.Namespace, *, readonly: bool = False) -> Any:
+    from engine.config import resolve_store
+    from engine.store.db import connect
+
+    path = resolve_store(args.store)
+    return path, connect(path, readonly=readonly)
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    from engine.journal.rows import RowError
+    from engine.journal.writer import Committer, parse_json_row
+
+    _path, conn = _open(args)
+    committer = Committer(conn)
+    admitted = ticks = 0
+    refusals: list[dict[str, Any]] = []
+    good: list[Any] = []
+
+    def flush(refused_now: int) -> None:
+        nonlocal admitted, ticks, good
+        if good or refused_now:
+            result = committer.commit_checked(good, refused_count=refused_now)
+            admitted += result.admitted
+            ticks += result.ticks
+            good = []
+
+    pending_refused = 0
+    for lineno, line in enumerate(sys.stdin, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = parse_json_row(line, "<stdin>", lineno, with_at=False)
+            if row[1] == "tick":
+                raise RowError("kind", "tick rows are written by the committer only").at_line(
+                    "<stdin>", lineno
+                )
+        except RowError as exc:
+            refusals.append({"line": lineno, "field": exc.field, "problem": exc.problem})
+            if not args.json:
+                sys.stderr.write(f"<stdin>:{lineno}: refused: {exc.field}: {exc.problem}\n")
+            pending_refused += 1
+            continue
+        good.append(row)
+        if len(good) >= APPEND_BATCH:
+            flush(pending_refused)
+            pending_refused = 0
+    flush(pending_refused)
+    conn.close()
+    if args.json:
+        print_json({"ok": not refusals, "admitted": admitted, "ticks": ticks, "refused": refusals})
+    else:
+        print(f"admitted {admitted} row(s), refused {len(refusals)}, ticks {ticks}")
+    return EXIT_FAILED if refusals else EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from engine.errors import Diagnostic, InputError, Location
+    from engine.journal.rows import RowError
+    from engine.journal.writer import Committer, iter_jsonl_history
+
+    name = "<stdin>" if args.file == "-" else args.file
+    try:
+        stream = (
+            sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+        )
+    except OSError as exc:
+        raise InputError(
+            f"{name}: cannot read: {exc.strerror}",
+            diagnostics=[Diagnostic(f"cannot read: {exc.strerror}", Location(name))],
+        ) from None
+    _path, conn = _open(args)
+    where = [0]
+    try:
+        result = Committer(conn).import_history(
+            iter_jsonl_history(stream, name, where), atomic=True, synth_ticks=args.ticks
+        )
+    except RowError as exc:
+        located = exc if exc.diagnostics[0].location.line else exc.at_line(name, where[0])
+        raise InputError(
+            f"{located.diagnostics[0].location}: {exc.field}: {exc.problem}; nothing was imported",
+            title="Import refused",
+            diagnostics=located.diagnostics,
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{name}:{where[0] + 1}: not UTF-8 ({exc.reason}); nothing was imported",
+            title="Import refused",
+        ) from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+        conn.close()
+    if args.json:
+        print_json(
+            {
+                "ok": True,
+                "admitted": result.admitted,
+                "ticks": result.ticks,
+                "skipped_ticks": result.skipped_ticks,
+                "first_seq": result.first_seq,
+                "last_seq": result.last_seq,
+            }
+        )
+    else:
+        print(
+            f"imported {result.admitted} row(s) (seq {result.first_seq}..{result.last_seq}), "
+            f"{result.ticks} tick(s) added"
+        )
+    return EXIT_OK
+
+
+def format_row(row: tuple[Any, ...]) -> str:
+    """One row as a line: seq, ISO time, type, then the non-empty columns."""
+    from datetime import UTC, datetime
+
+    from engine.journal.rows import COLUMNS
+
+    when = datetime.fromtimestamp(row[1] / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    rest = " ".join(f"{c}={v}" for c, v in zip(COLUMNS[4:], row[4:], strict=True) if v is not None)
+    return f"{row[0]:>9} {when}Z {row[3]:<16} {rest}".rstrip()
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    import json
+
+    from engine.journal.reader import follow, iter_rows, tail_start
+    from engine.journal.rows import row_dict
+
+    _path, conn = _open(args, readonly=True)
+
+    def emit(row: tuple[Any, ...]) -> None:
+        if args.json:
+            sys.stdout.write(json.dumps(row_dict(row)) + "\n")
+        else:
+            sys.stdout.write(format_row(row) + "\n")
+
+    cursor = tail_start(conn, max(args.n, 0))
+    for row in iter_rows(conn, cursor):
+        emit(row)
+        cursor = row[0]
+    sys.stdout.flush()
+    if args.follow:
+        for row in follow(conn, cursor):
+            emit(row)
+            sys.stdout.flush()
+    conn.close()
+    return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from engine.journal.reader import journal_stats
+
+    path, conn = _open(args, readonly=True)
+    stats = journal_stats(conn, path)
+    conn.close()
+    if args.json:
+        print_json({"store": str(path), **stats.to_json()})
+        return EXIT_OK
+
+    def iso(ms: int | None) -> str:
+        if ms is None:
+            return "-"
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    print(f"store    {path} ({stats.file_bytes / 1e6:.1f} MB)")
+    print(f"rows     {stats.rows:,} (seq {stats.first_seq}..{stats.last_seq})")
+    print(f"first at {iso(stats.first_at)}")
+    print(f"last at  {iso(stats.last_at)}")
+    print(f"dropped  {stats.dropped:,}   refused {stats.refused:,}   pruned {stats.pruned:,}")
+    for kind, types in stats.by_type.items():
+        print(f"{kind:12} {sum(types.values()):>12,}")
+        for typ, count in types.items():
+            print(f"  {typ:18} {count:>12,}")
+    return EXIT_OK
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from engine.config import load_config, resolve_store
+    from engine.errors import InputError
+    from engine.journal.reader import prune
+    from engine.store.db import connect
+
+    config = load_config()
+    days = args.days if args.days is not None else config.retention_days
+    if days < 1:
+        raise InputError(f"--days must be at least 1, got {days}")
+    path = resolve_store(args.store, config)
+    conn = connect(path)
+    result = prune(conn, days=days)
+    conn.close()
+    if args.json:
+        print_json(
+            {
+                "ok": True,
+                "deleted": result.deleted,
+                "cutoff_at": result.cutoff_at,
+                "days": days,
+                "transactions": result.transactions,
+                "longest_transaction_ms": round(result.longest_txn_ms, 2),
+            }
+        )
+    else:
+        print(
+            f"deleted {result.deleted:,} row(s) older than {days} day(s) "
+            f"in {result.transactions} transaction(s) (longest {result.longest_txn_ms:.1f} ms)"
+        )
+    return EXIT_OK
