@@ -1,0 +1,154 @@
+"""The operator console: a Textual app over the engine's read models.
+
+All logic lives in ``engine/``; the app composes panes, routes messages between
+them (a fire selected in Fires opens Explain, a rule in Rules opens Backtest),
+and owns the cross-cutting conventions: command palette, F1 help per pane,
+light/dark theme, and file reload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+
+from console.context import ConsoleContext
+from console.errors import ConsoleError
+from console.help import HelpScreen
+from console.messages import OpenBacktest, OpenExplain, ShowError
+from console.panes.backtest import BacktestPane
+from console.panes.decide import DecidePane
+from console.panes.explain import ExplainPane
+from console.panes.fires import FiresPane
+from console.panes.fleet import FleetPane
+from console.panes.holds import HoldsPane
+from console.panes.rules import RulesPane
+from engine.errors import HarnessError
+from engine.views.session import ConsoleOptions
+
+PANES = (
+    ("fleet", "Fleet"),
+    ("fires", "Fires"),
+    ("rules", "Rules"),
+    ("holds", "Holds"),
+    ("decide", "Decide"),
+    ("explain", "Explain"),
+    ("backtest", "Backtest"),
+)
+
+
+class HarnessConsole(App[int]):
+    """Tabbed panes over one store; see ``console/help.py`` for each pane's keys."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "harness console"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f1", "help", "Help"),
+        Binding("ctrl+t", "toggle_theme", "Theme"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        *[
+            Binding(str(i), f"show_pane('{pid}')", title, show=False)
+            for i, (pid, title) in enumerate(PANES, start=1)
+        ],
+    ]
+
+    def __init__(
+        self, context: ConsoleContext, *, initial: str = "fleet", watch_files: bool = True
+    ) -> None:
+        super().__init__()
+        self.context = context
+        self.initial = initial
+        self.watch_files = watch_files
+        self.sub_title = str(context.store_path)
+
+    def on_load(self) -> None:
+        """Create/migrate the store before any pane's worker opens it."""
+        try:
+            self.context.connect().close()
+        except HarnessError as exc:
+            self.startup_error: ConsoleError | None = ConsoleError.from_harness(exc)
+        else:
+            self.startup_error = None
+
+    def on_mount(self) -> None:
+        if self.startup_error is not None:
+            self.show_error(self.startup_error)
+
+    def compose(self) -> ComposeResult:
+        ctx = self.context
+        yield Header()
+        with TabbedContent(initial=self.initial, id="panes"):
+            with TabPane("Fleet", id="fleet"):
+                yield FleetPane(ctx)
+            with TabPane("Fires", id="fires"):
+                yield FiresPane(ctx)
+            with TabPane("Rules", id="rules"):
+                yield RulesPane(ctx)
+            with TabPane("Holds", id="holds"):
+                yield HoldsPane(ctx)
+            with TabPane("Decide", id="decide"):
+                yield DecidePane(ctx)
+            with TabPane("Explain", id="explain"):
+                yield ExplainPane(ctx)
+            with TabPane("Backtest", id="backtest"):
+                yield BacktestPane(ctx)
+        yield Footer()
+
+    # -- navigation ----------------------------------------------------------
+
+    @property
+    def active_pane(self) -> str:
+        return self.query_one("#panes", TabbedContent).active or self.initial
+
+    def action_show_pane(self, pane: str) -> None:
+        self.query_one("#panes", TabbedContent).active = pane
+        self.call_after_refresh(self._focus_pane, pane)
+
+    def _focus_pane(self, pane: str) -> None:
+        widget = self.query_one(f"#{pane}", TabPane)
+        for child in widget.query("*"):
+            if child.focusable:
+                child.focus()
+                return
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.active_pane))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme != "textual-light" else "textual-dark"
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for pid, title in PANES:
+            yield SystemCommand(
+                f"Go to {title}", f"Show the {title} pane", lambda p=pid: self.action_show_pane(p)
+            )
+        yield SystemCommand("Toggle light/dark", "Switch theme", self.action_toggle_theme)
+        yield SystemCommand("Help for this pane", "F1", self.action_help)
+
+    # -- routing between panes ----------------------------------------------
+
+    def on_open_explain(self, message: OpenExplain) -> None:
+        self.query_one(ExplainPane).load_fire(message.fire_id)
+        self.action_show_pane("explain")
+
+    def on_open_backtest(self, message: OpenBacktest) -> None:
+        self.query_one(BacktestPane).select_rule(message.rule)
+        self.action_show_pane("backtest")
+
+    def on_show_error(self, message: ShowError) -> None:
+        self.notify(message.message, title=message.title, severity="error", timeout=8)
+
+    def show_error(self, exc: ConsoleError) -> None:
+        self.notify(exc.message, title=exc.title, severity="error", timeout=8)
+
+
+def run_console(options: ConsoleOptions) -> int:
+    """Entry point used by ``harness console``; returns the process exit code."""
+    app = HarnessConsole(ConsoleContext(options))
+    result = app.run()
+    return int(result or 0)

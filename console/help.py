@@ -1,0 +1,88 @@
+"""F1 help: one short Markdown page per pane, shown in a modal."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP: dict[str, str] = {
+    "fleet": """# Fleet
+Every harness in the journal: state (running, idle, held, stopped), project,
+age of its last event, fires in the last 24 hours and a sparkline of its
+events per hour.
+
+- `r` refresh now (it also refreshes every 2 s)
+- `enter` show this harness's fires in the Fires pane
+""",
+    "fires": """# Fires
+The live tail of rule fires, newest at the bottom.
+
+- `/` filter: `rule:NAME level:hold status:shadow harness:H` (a bare word is a rule)
+- scrolling up pauses the tail; a badge counts new fires; `end` or `G` jumps back
+- `enter` explain the fire; `c` copy it as JSON (OSC 52)
+""",
+    "rules": """# Rules
+Each rule: source (starter / policy / file), level and effective level, state
+(active, shadow until when, disabled with its error, enforced), fires and
+suppressed counts.
+
+- `enter` view the source with its lint result
+- `b` backtest the rule
+""",
+    "holds": """# Holds
+Active holds and recently released ones, with who released them.
+
+- `x` release the selected hold (asks for a reason)
+""",
+    "decide": """# Decide
+Pick a spec, type an input; the decision updates as you type: route and its
+basis, route order, forbid, allow, elicit, after_success, and every rule with
+the matched ones highlighted with the phrase that matched. The spec's scenario
+tests run with pass/fail.
+
+- `ctrl+s` save the current input and decision as a new scenario test
+""",
+    "explain": """# Explain
+Step through one fire: the event row, now, each aggregate call (arguments,
+result, the journal rows it counted), the level decision and its reasons, the
+action outcome.
+
+- `right`/`n` next step, `left`/`p` previous step
+""",
+    "backtest": """# Backtest
+Pick a rule or edit a copy of it (lint errors show inline), choose a range and
+run it over recorded history in a worker.
+
+- `ctrl+r` run, `escape` cancel
+- results: table of would-be fires, a per-day chart, totals by status, and the
+  fires gained and lost against the rule's current version
+""",
+}
+
+
+class HelpScreen(ModalScreen[None]):
+    """Help for one pane; any of escape, q or F1 closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,f1", "dismiss", "Close"),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 72; height: auto; max-height: 80%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    """
+
+    def __init__(self, pane: str) -> None:
+        super().__init__()
+        self.pane = pane
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Markdown(HELP.get(self.pane, "# Help\nNo help for this pane."))

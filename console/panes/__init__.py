@@ -1,0 +1,1 @@
+"""One module per console pane; each pane is a widget taking a ConsoleContext."""

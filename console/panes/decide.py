@@ -1,0 +1,220 @@
+"""Decide pane: pick a spec, type an input, see the decision and every rule as you type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.markup import escape
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Select, Static
+
+from console.context import ConsoleContext
+from console.widgets.confirm import AskText
+from engine.errors import HarnessError
+from engine.views.decide import (
+    DecideResult,
+    LoadedSpec,
+    append_scenario,
+    decide_input,
+    load_spec,
+    scenario_results,
+)
+from engine.views.session import expand_globs
+
+
+class DecidePane(Vertical):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save_scenario", "Save as scenario"),
+        Binding("ctrl+o", "open_path", "Open spec path"),
+    ]
+    DEFAULT_CSS = """
+    DecidePane #decide-top { height: 3; }
+    DecidePane #decide-spec { width: 1fr; }
+    DecidePane #decide-path { width: 1fr; }
+    DecidePane #decide-body { height: 1fr; }
+    DecidePane #decide-decision { width: 1fr; border: round $primary; padding: 0 1; }
+    DecidePane #decide-rules { width: 1fr; border: round $secondary; padding: 0 1; }
+    DecidePane #decide-tests { height: auto; max-height: 10; border: round $accent;
+        padding: 0 1; }
+    """
+
+    class Loaded(Message):
+        def __init__(self, spec: LoadedSpec | None, error: HarnessError | None, path: Path) -> None:
+            super().__init__()
+            self.spec = spec
+            self.error = error
+            self.path = path
+
+    class Decided(Message):
+        def __init__(self, text: str, result: DecideResult) -> None:
+            super().__init__()
+            self.text = text
+            self.result = result
+
+    def __init__(self, context: ConsoleContext) -> None:
+        super().__init__(classes="pane")
+        self.context = context
+        self.spec: LoadedSpec | None = None
+        self.result: DecideResult | None = None
+        self.error: str = ""
+
+    def compose(self) -> ComposeResult:
+        files = self.context.options.spec_files()
+        with Horizontal(id="decide-top"):
+            yield Select(
+                [(str(f), str(f)) for f in files],
+                prompt="pick a spec (from --spec / [console] specs)",
+                id="decide-spec",
+            )
+            yield Input(placeholder="…or a spec path (enter loads)", id="decide-path")
+        yield Static("", id="decide-error", classes="error-box hidden")
+        yield Input(placeholder="type an input to decide", id="decide-input")
+        with Horizontal(id="decide-body"):
+            with VerticalScroll(id="decide-decision"):
+                yield Static("no spec loaded", id="decide-decision-text")
+            with VerticalScroll(id="decide-rules"):
+                yield Static("", id="decide-rules-text")
+        with VerticalScroll(id="decide-tests"):
+            yield Static("", id="decide-tests-text")
+
+    def on_mount(self) -> None:
+        files = self.context.options.spec_files()
+        if files:
+            self.query_one("#decide-spec", Select).value = str(files[0])
+
+    # -- loading ---------------------------------------------------------------
+
+    def open_spec(self, path: str | Path) -> None:
+        """Load (or reload) a spec in a worker; a broken file keeps the last good one."""
+        self._load(Path(path))
+
+    @work(thread=True, exclusive=True, group="decide-load")
+    def _load(self, path: Path) -> None:
+        try:
+            spec = load_spec(path)
+        except HarnessError as exc:
+            self.post_message(self.Loaded(None, exc, path))
+            return
+        self.post_message(self.Loaded(spec, None, path))
+
+    def on_decide_pane_loaded(self, message: Loaded) -> None:
+        box = self.query_one("#decide-error", Static)
+        if message.error is not None:
+            kept = " (keeping the last good version)" if self.spec is not None else ""
+            self.error = f"{message.error.title}{kept}\n{message.error}"
+            box.update(escape(self.error))
+            box.remove_class("hidden")
+            return
+        self.error = ""
+        box.update("")
+        box.add_class("hidden")
+        self.spec = message.spec
+        self._render_tests()
+        self._decide(self.query_one("#decide-input", Input).value)
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "decide-spec" and isinstance(event.value, str):
+            self.open_spec(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "decide-path" and event.value.strip():
+            event.stop()
+            matches = expand_globs([event.value.strip()])
+            self.open_spec(matches[0] if matches else Path(event.value.strip()).expanduser())
+
+    def action_open_path(self) -> None:
+        self.query_one("#decide-path", Input).focus()
+
+    # -- deciding --------------------------------------------------------------
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "decide-input":
+            self._decide(event.value)
+
+    def _decide(self, text: str) -> None:
+        if self.spec is None:
+            return
+        self._run_decide(self.spec, text)
+
+    @work(thread=True, exclusive=True, group="decide")
+    def _run_decide(self, spec: LoadedSpec, text: str) -> None:
+        self.post_message(self.Decided(text, decide_input(spec, text)))
+
+    def on_decide_pane_decided(self, message: Decided) -> None:
+        if message.text != self.query_one("#decide-input", Input).value:
+            return  # a newer keystroke is on its way
+        self.result = message.result
+        d = message.result.decision
+        sel = d.route_selection
+        lines = [f"[b]route[/b]  {escape(d.route or '<none>')}"]
+        if sel is not None:
+            rule = f" (rule {escape(sel.rule_id)})" if sel.rule_id else ""
+            lines.append(f"[b]basis[/b]  {sel.basis}{rule}")
+        lines.append(f"[b]route order[/b]  {escape(' > '.join(d.route_order) or '-')}")
+        lines.append(f"[b]forbid[/b]  {escape(', '.join(d.forbid) or '-')}")
+        allow = ", ".join(f"{k}={v}" for k, v in d.allow.items())
+        lines.append(f"[b]allow[/b]  {escape(allow or '-')}")
+        lines.append(f"[b]elicit[/b]  {escape(', '.join(d.elicit) or '-')}")
+        lines.append(f"[b]after_success[/b]  {escape(', '.join(d.after_success) or '-')}")
+        if d.reason:
+            lines.append(f"[b]reason[/b]  {escape(d.reason)}")
+        lines.append(f"[dim]{escape(message.result.route_choice)}[/dim]")
+        self.query_one("#decide-decision-text", Static).update("\n".join(lines))
+        rules = []
+        for r in message.result.rules:
+            if r.matched:
+                held = "; ".join(c.detail for c in r.conditions if c.held)
+                rules.append(f"[reverse green] ✓ {escape(r.id)} [/] {escape(held or r.why)}")
+            else:
+                rules.append(f"[dim]  · {escape(r.id)}  {escape(r.why)}[/dim]")
+        self.query_one("#decide-rules-text", Static).update("\n".join(rules) or "no rules")
+
+    def _render_tests(self) -> None:
+        if self.spec is None:
+            return
+        run = scenario_results(self.spec)
+        lines = [f"[b]scenario tests[/b]  {len(run.passed)} passed, {len(run.failed)} failed"]
+        for t in run.results:
+            mark = "[green]PASS[/]" if t.passed else "[red]FAIL[/]"
+            why = "" if t.passed else f"  [dim]{escape(t.failures[0].message)}[/dim]"
+            lines.append(f"{mark} {escape(t.name)}{why}")
+        self.query_one("#decide-tests-text", Static).update("\n".join(lines))
+
+    # -- saving ----------------------------------------------------------------
+
+    def action_save_scenario(self) -> None:
+        if self.spec is None or self.result is None:
+            self.app.notify("load a spec and type an input first", severity="warning")
+            return
+        decision = self.result.decision
+        spec = self.spec
+        detail = (
+            f"append to {spec.path.name}: input {decision.input!r} -> route "
+            f"{decision.route or '<none>'}; the file's formatting and comments are kept"
+        )
+
+        def done(name: str | None) -> None:
+            if name is None:
+                return
+            try:
+                self.spec = append_scenario(spec, name, decision)
+            except HarnessError as exc:
+                self.app.notify(str(exc), title=exc.title, severity="error", timeout=8)
+                return
+            self._render_tests()
+            self.app.notify(f"scenario {name!r} saved to {spec.path.name}")
+
+        self.app.push_screen(
+            AskText(
+                "Save this input and decision as a scenario test?",
+                detail=detail,
+                placeholder="test name",
+                ok_label="Save",
+            ),
+            done,
+        )

@@ -1,0 +1,111 @@
+"""Explain pane: step forward and back through one fire's explanation."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.markup import escape
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from console.context import ConsoleContext
+from engine.errors import HarnessError
+from engine.views.explain import FireExplanation, explain_fire
+
+
+class ExplainPane(Vertical):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("right,n", "step(1)", "Next step"),
+        Binding("left,p", "step(-1)", "Previous step"),
+        Binding("home", "first", "First step", show=False),
+    ]
+    DEFAULT_CSS = """
+    ExplainPane #explain-fire { width: 60; }
+    ExplainPane #explain-steps { height: 1fr; border: round $primary; padding: 0 1; }
+    """
+
+    class Loaded(Message):
+        def __init__(self, fire_id: int, explanation: FireExplanation | None) -> None:
+            super().__init__()
+            self.fire_id = fire_id
+            self.explanation = explanation
+
+    def __init__(self, context: ConsoleContext) -> None:
+        super().__init__(classes="pane")
+        self.context = context
+        self.explanation: FireExplanation | None = None
+        self.step = 0
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="fire id (enter), or enter on a fire in Fires", id="explain-fire")
+        yield Static("no fire selected", id="explain-title", classes="status-line")
+        with VerticalScroll(id="explain-steps"):
+            yield Static("", id="explain-body")
+
+    def load_fire(self, fire_id: int) -> None:
+        self.query_one("#explain-fire", Input).value = str(fire_id)
+        self._load(fire_id)
+
+    @work(thread=True, exclusive=True, group="explain")
+    def _load(self, fire_id: int) -> None:
+        try:
+            conn = self.context.connect()
+            try:
+                exp = explain_fire(conn, fire_id)
+            finally:
+                conn.close()
+        except HarnessError as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            return
+        self.post_message(self.Loaded(fire_id, exp))
+
+    def on_explain_pane_loaded(self, message: Loaded) -> None:
+        if message.explanation is None:
+            self.app.notify(f"no fire with id {message.fire_id}", severity="error")
+            return
+        self.explanation = message.explanation
+        self.step = 0
+        self._render()
+        self.query_one("#explain-steps").focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "explain-fire":
+            return
+        event.stop()
+        text = event.value.strip()
+        if not text.isdigit():
+            self.app.notify("a fire id is a number", severity="error")
+            return
+        self._load(int(text))
+
+    def action_step(self, delta: int) -> None:
+        if self.explanation is None:
+            return
+        self.step = max(0, min(self.step + delta, len(self.explanation.steps) - 1))
+        self._render()
+
+    def action_first(self) -> None:
+        self.step = 0
+        self._render()
+
+    def _render(self) -> None:
+        exp = self.explanation
+        if exp is None:
+            return
+        total = len(exp.steps)
+        self.query_one("#explain-title", Static).update(
+            f"fire {exp.fire_id} · rule {escape(exp.rule)} · step {self.step + 1} of {total}"
+            "  (←/→ to step)"
+        )
+        parts = []
+        for i, step in enumerate(exp.steps[: self.step + 1]):
+            current = i == self.step
+            title = f"{i + 1}. {escape(step.title)}"
+            head = f"[reverse b] {title} [/]" if current else f"[dim]{title}[/dim]"
+            body = "\n".join(f"   {escape(line)}" for line in step.lines)
+            parts.append(head + "\n" + (body if current else f"[dim]{body}[/dim]"))
+        self.query_one("#explain-body", Static).update("\n".join(parts))

@@ -1,0 +1,335 @@
+"""Fires pane: a live tail of fires that never holds more than a window of rows.
+
+The table is a sliding window (at most ``WINDOW`` rows) over the keyset-paged
+queries of ``engine.views.fires``; reaching its top loads the page before it,
+reaching its bottom the page after it. So scrolling through a million fires
+costs one page of memory. An async worker polls the store with aiosqlite (no
+blocking on the UI thread) while following; scrolling up pauses the tail and
+the poll only counts the new fires for the "N new" badge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from datetime import UTC, datetime
+from typing import ClassVar
+
+import aiosqlite
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.events import MouseScrollUp
+from textual.message import Message
+from textual.widgets import DataTable, Input, Static
+
+from console.context import ConsoleContext
+from console.messages import OpenExplain
+from engine.errors import HarnessError
+from engine.views.fires import (
+    FireFilter,
+    FireRow,
+    after_query,
+    before_query,
+    count_after_query,
+    parse_filter,
+    row_from_tuple,
+)
+
+WINDOW = 400
+PAGE = 100
+LEVEL_STYLE = {"annotate": "dim", "notify": "cyan", "hold": "bold yellow", "stop": "bold red"}
+
+
+def format_at(at_ms: int) -> str:
+    return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%m-%d %H:%M:%S")
+
+
+class FiresTable(DataTable[str]):
+    """A DataTable that tells its pane when the operator moves away from the tail."""
+
+    class Paused(Message):
+        """The operator scrolled or moved up; ``at_top`` when already at the first row."""
+
+        def __init__(self, at_top: bool) -> None:
+            super().__init__()
+            self.at_top = at_top
+
+    def _paused(self) -> None:
+        self.post_message(self.Paused(self.cursor_row <= 0 or self.scroll_y <= 0))
+
+    def action_cursor_up(self) -> None:
+        super().action_cursor_up()
+        self._paused()
+
+    def action_page_up(self) -> None:
+        super().action_page_up()
+        self._paused()
+
+    def action_scroll_top(self) -> None:
+        super().action_scroll_top()
+        self._paused()
+
+    def action_scroll_home(self) -> None:
+        super().action_scroll_home()
+        self._paused()
+
+    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        super()._on_mouse_scroll_up(event)
+        self._paused()
+
+
+class FiresPane(Vertical):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter"),
+        Binding("end,G", "jump_back", "Follow tail"),
+        Binding("c", "copy", "Copy JSON"),
+        Binding("escape", "close_filter", "Close filter", show=False),
+    ]
+
+    def __init__(self, context: ConsoleContext) -> None:
+        super().__init__(classes="pane")
+        self.context = context
+        self.flt = FireFilter()
+        self.window: list[FireRow] = []
+        self.following = True
+        self.has_newer = False
+        self.has_older = True
+        self.head_id = 0
+        self.new_count = 0
+        self._loading = False
+
+    def compose(self) -> ComposeResult:
+        yield Input(
+            placeholder="filter: rule:NAME level:hold status:shadow harness:H (enter applies)",
+            id="fires-filter",
+            classes="hidden",
+        )
+        with Horizontal(classes="status-line", id="fires-bar"):
+            yield Static("", id="fires-status")
+            yield Static("", id="fires-badge")
+        table = FiresTable(id="fires-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("id", "at (UTC)", "rule", "level", "status", "target")
+        yield table
+
+    def on_mount(self) -> None:
+        self._start()
+
+    # -- loading -------------------------------------------------------------
+
+    def _start(self) -> None:
+        """(Re)load the newest window for the current filter and follow the tail."""
+        self.window = []
+        self.following = True
+        self.has_newer = False
+        self.has_older = True
+        self.head_id = 0
+        self.new_count = 0
+        self._tail()
+
+    @work(exclusive=True, group="fires-tail")
+    async def _tail(self) -> None:
+        """Follow the store; a failing read is shown and retried, never fatal."""
+        while True:
+            try:
+                await self._tail_once()
+                return
+            except (sqlite3.Error, OSError) as exc:
+                self.query_one("#fires-status", Static).update(f"store not readable: {exc}")
+                await asyncio.sleep(1.0)
+
+    async def _tail_once(self) -> None:
+        flt = self.flt
+        async with aiosqlite.connect(self.context.store_path) as db:
+            sql, params = before_query(flt, None, WINDOW)
+            rows = [row_from_tuple(r) for r in await db.execute_fetchall(sql, params)]
+            rows.reverse()
+            self.window = rows
+            self.head_id = rows[-1].id if rows else 0
+            self.has_older = len(rows) == WINDOW
+            self._render_window(len(rows) - 1)
+            while True:
+                await asyncio.sleep(self.context.poll_interval)
+                if self.following and not self.has_newer:
+                    sql, params = after_query(flt, self.head_id, PAGE * 5)
+                    fresh = [row_from_tuple(r) for r in await db.execute_fetchall(sql, params)]
+                    if fresh:
+                        self._append(fresh)
+                else:
+                    sql, params = count_after_query(flt, self.head_id)
+                    (count,) = (await db.execute_fetchall(sql, params))[0]
+                    if count != self.new_count:
+                        self.new_count = int(count)
+                        self._update_status()
+                if not self.context.live:
+                    await asyncio.sleep(3600)
+
+    def _append(self, fresh: list[FireRow]) -> None:
+        table = self.query_one(FiresTable)
+        for row in fresh:
+            table.add_row(*self._cells(row), key=str(row.id))
+        self.window.extend(fresh)
+        self.head_id = fresh[-1].id
+        overflow = len(self.window) - WINDOW
+        if overflow > 0:
+            for row in self.window[:overflow]:
+                table.remove_row(str(row.id))
+            self.window = self.window[overflow:]
+            self.has_older = True
+        table.move_cursor(row=len(self.window) - 1, animate=False)
+        self._update_status()
+
+    def _cells(self, row: FireRow) -> tuple[str, ...]:
+        style = LEVEL_STYLE.get(row.effective_level)
+        level = row.effective_level
+        if row.level != row.effective_level:
+            level = f"{row.effective_level} (≤{row.level})"
+        return (
+            str(row.id),
+            format_at(row.at),
+            row.rule,
+            f"[{style}]{level}[/]" if style else level,
+            row.status,
+            row.target or "",
+        )
+
+    def _render_window(self, cursor: int) -> None:
+        table = self.query_one(FiresTable)
+        table.clear()
+        for row in self.window:
+            table.add_row(*self._cells(row), key=str(row.id))
+        if self.window:
+            table.move_cursor(row=max(0, min(cursor, len(self.window) - 1)), animate=False)
+        self._update_status()
+
+    def _update_status(self) -> None:
+        mode = "following" if self.following and not self.has_newer else "paused"
+        shown = f"{len(self.window)} shown"
+        flt = self.flt.describe()
+        text = f"{mode} · {shown}" + (f" · filter {flt}" if flt else "")
+        self.query_one("#fires-status", Static).update(text)
+        badge = self.query_one("#fires-badge", Static)
+        if mode == "paused" and self.new_count:
+            badge.update(f"  [reverse] {self.new_count} new [/] end: jump back")
+        else:
+            badge.update("")
+
+    async def _load_older(self) -> None:
+        if self._loading or not self.has_older or not self.window:
+            return
+        self._loading = True
+        try:
+            async with aiosqlite.connect(self.context.store_path) as db:
+                sql, params = before_query(self.flt, self.window[0].id, PAGE)
+                rows = [row_from_tuple(r) for r in await db.execute_fetchall(sql, params)]
+            rows.reverse()
+            if len(rows) < PAGE:
+                self.has_older = False
+            if not rows:
+                return
+            merged = rows + self.window
+            if len(merged) > WINDOW:
+                merged = merged[:WINDOW]
+                self.has_newer = True
+            self.window = merged
+            self._render_window(len(rows))
+        finally:
+            self._loading = False
+
+    async def _load_newer(self) -> None:
+        if self._loading or not self.has_newer or not self.window:
+            return
+        self._loading = True
+        try:
+            async with aiosqlite.connect(self.context.store_path) as db:
+                sql, params = after_query(self.flt, self.window[-1].id, PAGE)
+                rows = [row_from_tuple(r) for r in await db.execute_fetchall(sql, params)]
+            if len(rows) < PAGE:
+                self.has_newer = False
+            if rows:
+                self.head_id = max(self.head_id, rows[-1].id)
+            cursor = self.query_one(FiresTable).cursor_row
+            merged = self.window + rows
+            drop = max(0, len(merged) - WINDOW)
+            self.window = merged[drop:]
+            self.has_older = self.has_older or drop > 0
+            self._render_window(cursor - drop)
+        finally:
+            self._loading = False
+
+    # -- events ----------------------------------------------------------------
+
+    async def on_fires_table_paused(self, message: FiresTable.Paused) -> None:
+        if self.following:
+            self.following = False
+            self.new_count = 0
+            self._update_status()
+        if message.at_top:
+            await self._load_older()
+
+    async def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        last = len(self.window) - 1
+        if event.cursor_row == 0 and not self.following:
+            await self._load_older()
+        elif event.cursor_row >= last and last >= 0:
+            if self.has_newer:
+                await self._load_newer()
+            elif not self.following:
+                self.following = True
+                self.new_count = 0
+                self._update_status()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.post_message(OpenExplain(int(event.row_key.value)))
+
+    # -- actions ---------------------------------------------------------------
+
+    def action_jump_back(self) -> None:
+        self._start()
+
+    def selected(self) -> FireRow | None:
+        table = self.query_one(FiresTable)
+        if not self.window or not 0 <= table.cursor_row < len(self.window):
+            return None
+        return self.window[table.cursor_row]
+
+    def action_copy(self) -> None:
+        row = self.selected()
+        if row is None:
+            return
+        self.app.copy_to_clipboard(json.dumps(row.to_json(), sort_keys=True))
+        self.app.notify(f"fire {row.id} copied as JSON", timeout=3)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fires-filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    def action_close_filter(self) -> None:
+        box = self.query_one("#fires-filter", Input)
+        box.add_class("hidden")
+        self.query_one(FiresTable).focus()
+
+    def set_filter_text(self, text: str) -> None:
+        """Apply a filter given as text (also used by the Fleet pane)."""
+        box = self.query_one("#fires-filter", Input)
+        box.value = text
+        self._apply(text)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "fires-filter":
+            event.stop()
+            if self._apply(event.value):
+                self.action_close_filter()
+
+    def _apply(self, text: str) -> bool:
+        try:
+            self.flt = parse_filter(text)
+        except HarnessError as exc:
+            self.app.notify(str(exc), title=exc.title, severity="error")
+            return False
+        self._start()
+        return True

@@ -1,0 +1,107 @@
+"""Fleet pane: every harness with state, project, last event age, fires in 24h, sparkline."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Static
+from textual.worker import get_current_worker
+
+from console.context import ConsoleContext
+from console.widgets.spark import sparkline
+from engine.errors import HarnessError
+from engine.views.fleet import HarnessSummary, fleet_summary, format_age
+
+STATE_STYLE = {"running": "green", "idle": "dim", "held": "bold yellow", "stopped": "bold red"}
+
+
+class FleetPane(Vertical):
+    """Refreshes from a thread worker every ``refresh_interval`` seconds."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "refresh", "Refresh"),
+        Binding("enter", "fires_for", "Fires of harness", show=False),
+    ]
+
+    class Updated(Message):
+        def __init__(self, rows: list[HarnessSummary]) -> None:
+            super().__init__()
+            self.rows = rows
+
+    def __init__(self, context: ConsoleContext) -> None:
+        super().__init__(classes="pane")
+        self.context = context
+        self.rows: list[HarnessSummary] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="fleet-status", classes="status-line")
+        table: DataTable[str] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns("harness", "state", "project", "last event", "fires 24h", "activity 24h")
+        yield table
+
+    def on_mount(self) -> None:
+        self.action_refresh()
+        if self.context.live:
+            self.set_interval(self.context.refresh_interval, self.action_refresh)
+
+    def action_refresh(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, group="fleet")
+    def _load(self) -> None:
+        worker = get_current_worker()
+        try:
+            conn = self.context.connect()
+            try:
+                rows = fleet_summary(conn, self.context.clock())
+            finally:
+                conn.close()
+        except HarnessError as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            return
+        if not worker.is_cancelled:
+            self.post_message(self.Updated(rows))
+
+    def on_fleet_pane_updated(self, message: Updated) -> None:
+        self.rows = message.rows
+        table = self.query_one("#fleet-table", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for r in message.rows:
+            style = STATE_STYLE.get(r.state, "")
+            table.add_row(
+                r.harness,
+                f"[{style}]{r.state}[/]" if style else r.state,
+                r.project,
+                format_age(r.last_age_ms),
+                str(r.fires_24h),
+                sparkline(r.activity),
+                key=r.harness,
+            )
+        if message.rows:
+            table.move_cursor(row=min(cursor, len(message.rows) - 1))
+        counts: dict[str, int] = {}
+        for r in message.rows:
+            counts[r.state] = counts.get(r.state, 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        self.query_one("#fleet-status", Static).update(
+            f"{len(message.rows)} harnesses" + (f": {summary}" if summary else "")
+        )
+
+    def action_fires_for(self) -> None:
+        table = self.query_one("#fleet-table", DataTable)
+        if not self.rows or table.cursor_row >= len(self.rows):
+            return
+        harness = self.rows[table.cursor_row].harness
+        from console.panes.fires import FiresPane
+
+        self.app.query_one(FiresPane).set_filter_text(f"harness:{harness}")
+        self.app.run_action("show_pane('fires')")
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_fires_for()

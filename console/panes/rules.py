@@ -1,0 +1,162 @@
+"""Rules pane: each rule's source, levels, state and counts; source with lint; backtest it."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.markup import escape
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from console.context import ConsoleContext
+from console.messages import OpenBacktest
+from engine.errors import HarnessError
+from engine.rules.model import LoadResult
+from engine.views.rules import RuleRow, lint_lines, load_console_rules, rule_rows
+
+STATE_STYLE = {"active": "green", "shadow": "magenta", "disabled": "red", "enforced": "bold yellow"}
+
+
+class RulesPane(Vertical):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "view_source", "Source + lint"),
+        Binding("b", "backtest", "Backtest"),
+        Binding("r", "refresh", "Refresh"),
+    ]
+    DEFAULT_CSS = """
+    RulesPane #rules-body { height: 1fr; }
+    RulesPane #rules-table { width: 3fr; }
+    RulesPane #rules-source { width: 2fr; border: round $primary; padding: 0 1; }
+    """
+
+    class Updated(Message):
+        def __init__(self, result: LoadResult, rows: list[RuleRow]) -> None:
+            super().__init__()
+            self.result = result
+            self.rows = rows
+
+    def __init__(self, context: ConsoleContext) -> None:
+        super().__init__(classes="pane")
+        self.context = context
+        self.result: LoadResult | None = None
+        self.rows: list[RuleRow] = []
+        self.config = context.options.config
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="rules-status", classes="status-line")
+        yield Static("", id="rules-errors", classes="error-box hidden")
+        with Horizontal(id="rules-body"):
+            table: DataTable[str] = DataTable(id="rules-table", cursor_type="row")
+            table.add_columns("rule", "source", "level", "effective", "state", "fires", "suppr.")
+            yield table
+            with VerticalScroll(id="rules-source"):
+                yield Static("enter: view a rule's source and lint result", id="rules-source-text")
+
+    def on_mount(self) -> None:
+        self.action_refresh()
+        if self.context.live:
+            self.set_interval(max(self.context.refresh_interval, 5.0), self.action_refresh)
+
+    def action_refresh(self) -> None:
+        self._load()
+
+    def set_config(self, config: object) -> None:
+        """Called by the reloader with a newly loaded (valid) harness.toml."""
+        from engine.config import HarnessConfig
+
+        if isinstance(config, HarnessConfig):
+            self.config = config
+        self.action_refresh()
+
+    @work(thread=True, exclusive=True, group="rules")
+    def _load(self) -> None:
+        try:
+            result = load_console_rules(self.config, self.context.options.policy_dir)
+            conn = self.context.connect()
+            try:
+                rows = rule_rows(conn, [c.rule for c in result.rules], self.config)
+            finally:
+                conn.close()
+        except HarnessError as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            return
+        self.post_message(self.Updated(result, rows))
+
+    def on_rules_pane_updated(self, message: Updated) -> None:
+        self.result = message.result
+        errors = self.query_one("#rules-errors", Static)
+        if message.result.errors:
+            errors.update(
+                escape(
+                    "rule files with errors (the last good version of an override stays):\n"
+                    + "\n".join(str(d) for d in message.result.errors[:6])
+                )
+            )
+            errors.remove_class("hidden")
+        else:
+            errors.add_class("hidden")
+        if message.rows == self.rows:
+            return
+        self.rows = message.rows
+        table = self.query_one("#rules-table", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for r in message.rows:
+            style = STATE_STYLE.get(r.state, "")
+            table.add_row(
+                r.name,
+                r.source_kind,
+                r.level,
+                r.effective_level,
+                f"[{style}]{r.state}[/]" if style else r.state,
+                str(r.fires),
+                str(r.suppressed),
+                key=r.name,
+            )
+        if message.rows:
+            table.move_cursor(row=min(cursor, len(message.rows) - 1))
+        counts: dict[str, int] = {}
+        for r in message.rows:
+            counts[r.state] = counts.get(r.state, 0) + 1
+        self.query_one("#rules-status", Static).update(
+            f"{len(message.rows)} rules: "
+            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        )
+
+    def selected(self) -> RuleRow | None:
+        table = self.query_one("#rules-table", DataTable)
+        if not self.rows or not 0 <= table.cursor_row < len(self.rows):
+            return None
+        return self.rows[table.cursor_row]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_view_source()
+
+    def action_view_source(self) -> None:
+        row = self.selected()
+        if row is None or self.result is None:
+            return
+        rule = next((c.rule for c in self.result.rules if c.rule.name == row.name), None)
+        if rule is None:
+            return
+        lint = lint_lines(self.result, rule.source_file)
+        verdict = (
+            "[green]lint: clean[/]"
+            if not lint
+            else "\n".join(f"[yellow]{escape(str(d))}[/]" for d in lint)
+        )
+        self.query_one("#rules-source-text", Static).update(
+            f"[b]{escape(rule.name)}[/b] · {escape(rule.source_file)}\n"
+            f"hash {rule.hash[:16]} · cost {rule.static_cost} · {escape(row.state_detail)}\n"
+            f"{verdict}\n\n{escape(rule.text)}"
+        )
+
+    def action_backtest(self) -> None:
+        row = self.selected()
+        if row is not None:
+            self.post_message(OpenBacktest(row.name))

@@ -1,0 +1,84 @@
+"""Modal confirmations that ask for one line of text (a reason, a name)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+
+class AskText(ModalScreen[str | None]):
+    """Ask a question with a text answer; dismisses with the text, or None on cancel.
+
+    ``required`` keeps the OK button from accepting an empty answer, which is
+    how a hold release insists on a reason.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    AskText { align: center middle; }
+    AskText > Vertical {
+        width: 70; height: auto; border: thick $warning; background: $surface; padding: 1 2;
+    }
+    AskText .ask-detail { color: $text-muted; margin-bottom: 1; }
+    AskText .ask-error { color: $error; height: auto; }
+    AskText Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
+    AskText Button { margin-left: 1; }
+    """
+
+    def __init__(
+        self,
+        question: str,
+        *,
+        detail: str = "",
+        value: str = "",
+        placeholder: str = "",
+        ok_label: str = "OK",
+        required: bool = True,
+    ) -> None:
+        super().__init__()
+        self.question = question
+        self.detail = detail
+        self.value = value
+        self.placeholder = placeholder
+        self.ok_label = ok_label
+        self.required = required
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"[b]{self.question}[/b]")
+            if self.detail:
+                yield Static(self.detail, classes="ask-detail", markup=False)
+            yield Input(value=self.value, placeholder=self.placeholder, id="ask-input")
+            yield Static("", classes="ask-error", id="ask-error")
+            with Horizontal():
+                yield Button("Cancel", id="ask-cancel")
+                yield Button(self.ok_label, variant="warning", id="ask-ok")
+
+    def on_mount(self) -> None:
+        self.query_one("#ask-input", Input).focus()
+
+    def _accept(self) -> None:
+        text = self.query_one("#ask-input", Input).value.strip()
+        if self.required and not text:
+            self.query_one("#ask-error", Static).update("an answer is required")
+            return
+        self.dismiss(text)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._accept()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "ask-ok":
+            self._accept()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,181 @@
+"""The Decide pane's model: load a spec, decide as you type, save a scenario test.
+
+Saving a scenario appends text to the spec file instead of re-dumping the YAML,
+so the author's comments, quoting and key order survive; the new text is
+checked (parsed, compiled, and the new test must pass) before the file is
+replaced, and the replace is atomic, so a failed save never leaves a broken spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import Diagnostic, InputError, Location
+from engine.skillspec.decide import CompiledSpec, Decision, compile_spec
+from engine.skillspec.explain import RuleExplanation, explain
+from engine.skillspec.scenarios import TestRun, run_tests
+from engine.yamlsrc import LocDict, LocList, load_yaml_file, parse_yaml
+
+_EXPECT_LISTS = ("matched_rules", "forbid", "elicit", "after_success")
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A spec compiled for deciding, with the text it came from."""
+
+    path: Path
+    text: str
+    compiled: CompiledSpec
+
+
+@dataclass(frozen=True)
+class DecideResult:
+    """One input decided: the decision and every rule, matched or not, with why."""
+
+    decision: Decision
+    rules: tuple[RuleExplanation, ...]
+    route_choice: str
+
+
+def load_spec(path: str | Path) -> LoadedSpec:
+    """Parse and compile ``path``; every problem is an InputError with file:line:col."""
+    doc = load_yaml_file(path)
+    if not isinstance(doc.data, Mapping):
+        raise InputError(
+            f"{path}: a spec must be a mapping",
+            title="Invalid spec",
+            diagnostics=[Diagnostic("a spec must be a mapping", Location(str(path), 1, 1))],
+        )
+    return LoadedSpec(Path(path), doc.text, compile_spec(doc.data))
+
+
+def decide_input(spec: LoadedSpec, text: str) -> DecideResult:
+    exp = explain(spec.compiled, text)
+    return DecideResult(exp.decision, exp.rules, exp.route_choice)
+
+
+def scenario_results(spec: LoadedSpec) -> TestRun:
+    return run_tests(spec.compiled)
+
+
+def scenario_text(name: str, decision: Decision, indent: str = "  ") -> str:
+    """A YAML block for one scenario test; strings are JSON-quoted (valid YAML 1.2)."""
+
+    def q(value: str) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    lines = [f"{indent}- name: {q(name)}", f"{indent}  input: {q(decision.input)}"]
+    lines.append(f"{indent}  expect:")
+    if decision.route is not None:
+        lines.append(f"{indent}    route: {q(decision.route)}")
+    for key in _EXPECT_LISTS:
+        values = (
+            list(decision.matched_rule_ids) if key == "matched_rules" else getattr(decision, key)
+        )
+        if values:
+            lines.append(f"{indent}    {key}:")
+            lines.extend(f"{indent}      - {q(str(v))}" for v in values)
+    if len(lines) == 3:
+        lines[2] = f"{indent}  expect: {{}}"
+    return "\n".join(lines) + "\n"
+
+
+def _insert_point(text: str, data: LocDict) -> tuple[int, str, bool]:
+    """Line index to insert before, the item indent, and whether ``tests:`` must be added."""
+    lines = text.splitlines(keepends=True)
+    tests = data.get("tests")
+    if "tests" not in data or tests is None:
+        return len(lines), "  ", True
+    if not isinstance(tests, LocList):
+        where = data.where("tests")
+        raise InputError(
+            f"{where}: `tests` is not a list",
+            title="Cannot save scenario",
+            diagnostics=[Diagnostic("`tests` is not a list", where, path="tests")],
+        )
+    key_line = data.where("tests").line
+    if tests and tests.pos.line == key_line:
+        where = tests.pos
+        msg = "`tests` is a flow sequence ([...]); write it as a block list to append to it"
+        raise InputError(
+            f"{where}: {msg}",
+            title="Cannot save scenario",
+            diagnostics=[Diagnostic(msg, where, path="tests")],
+        )
+    if not tests and "[" in lines[key_line - 1]:
+        msg = "`tests: []` is a flow sequence; write `tests:` to append to it"
+        raise InputError(msg, title="Cannot save scenario")
+    later = [pos.line for key, pos in data.key_pos.items() if pos.line > key_line]
+    end = (min(later) - 1) if later else len(lines)  # 1-based last line of the block
+    while end > key_line and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+        end -= 1
+    indent = "  "
+    if tests:
+        first = lines[tests.where(0).line - 1]
+        indent = first[: len(first) - len(first.lstrip())]
+    return end, indent, False
+
+
+def append_scenario(spec: LoadedSpec, name: str, decision: Decision) -> LoadedSpec:
+    """Append a scenario test for ``decision`` to the spec file; return the reloaded spec.
+
+    Refuses (InputError) when the file changed on disk since it was loaded, when
+    the result would not parse or compile, or when the new test would not pass.
+    """
+    current = spec.path.read_text(encoding="utf-8")
+    if current != spec.text:
+        raise InputError(
+            f"{spec.path}: changed on disk since it was loaded; reload and try again",
+            title="Cannot save scenario",
+        )
+    if not name.strip():
+        raise InputError("a scenario test needs a name", title="Cannot save scenario")
+    data = parse_yaml(current, str(spec.path)).data
+    if not isinstance(data, LocDict):
+        raise InputError(f"{spec.path}: a spec must be a mapping", title="Cannot save scenario")
+    at, indent, add_key = _insert_point(current, data)
+    lines = current.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    block = scenario_text(name.strip(), decision, indent)
+    if add_key:
+        block = "tests:\n" + block
+    new_text = "".join(lines[:at]) + block + "".join(lines[at:])
+    doc = parse_yaml(new_text, str(spec.path))
+    if not isinstance(doc.data, Mapping):
+        raise InputError("the saved spec would not be a mapping", title="Cannot save scenario")
+    compiled = compile_spec(doc.data)
+    run = run_tests(compiled)
+    mine = [r for r in run.results if r.name == name.strip() and r.input == decision.input]
+    if not mine or not mine[-1].passed:
+        raise InputError(
+            "the new scenario test would not pass against the spec; not saved",
+            title="Cannot save scenario",
+        )
+    _atomic_write(spec.path, new_text)
+    return LoadedSpec(spec.path, new_text, compiled)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def decision_summary(decision: Decision) -> dict[str, Any]:
+    """The pinned ``decide --json`` object (what the pane renders)."""
+    return decision.to_json()

@@ -1,0 +1,105 @@
+"""What the console is opened on: store, spec globs, policy directory, config.
+
+Resolved before the screen opens so that a bad flag or a malformed
+``harness.toml`` is a plain CLI error (exit 2), not a crash inside the UI.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.config import HarnessConfig, config_path, load_config, resolve_store
+from engine.errors import Diagnostic, InputError, Location
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTER_RULES = ROOT / "starter_rules"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleOptions:
+    """Everything the console needs to start; ``demo`` means the store is a temp file."""
+
+    store_path: Path
+    demo: bool = False
+    spec_globs: tuple[str, ...] = ()
+    policy_dir: Path | None = None
+    config_file: Path = field(default_factory=config_path)
+    config: HarnessConfig = field(default_factory=HarnessConfig)
+    starter_dir: Path = STARTER_RULES
+
+    @classmethod
+    def from_args(
+        cls,
+        *,
+        store: str | None,
+        demo: bool = False,
+        specs: tuple[str, ...] = (),
+        policy: str | None = None,
+    ) -> ConsoleOptions:
+        cfg = load_config()
+        if demo and store is None:
+            store_path = Path(tempfile.mkdtemp(prefix="harness-demo-")) / "journal.db"
+        else:
+            store_path = resolve_store(store, cfg)
+        policy_dir: Path | None = None
+        if policy:
+            policy_dir = Path(policy).expanduser()
+            if not policy_dir.is_dir():
+                raise InputError(
+                    f"{policy_dir}: --policy must be a directory",
+                    diagnostics=[
+                        Diagnostic("not a directory", Location(str(policy_dir)), path="--policy")
+                    ],
+                )
+        elif cfg.policy_repos:
+            policy_dir = cfg.policy_repos[0].path / "rules"
+        return cls(
+            store_path=store_path,
+            demo=demo,
+            spec_globs=tuple(specs) + tuple(cfg.console_specs),
+            policy_dir=policy_dir,
+            config_file=config_path(),
+            config=cfg,
+        )
+
+    def spec_files(self) -> list[Path]:
+        """The spec globs expanded (``~`` and ``**`` allowed), deduplicated, sorted."""
+        return expand_globs(self.spec_globs)
+
+    def watch_dirs(self) -> list[Path]:
+        """Parent directories to watch: editors save by rename, so files alone are not enough."""
+        dirs: set[Path] = set()
+        for pattern in self.spec_globs:
+            dirs.add(_glob_root(pattern))
+        if self.policy_dir is not None:
+            dirs.add(self.policy_dir)
+        dirs.add(self.starter_dir)
+        dirs.add(self.config_file.parent)
+        return sorted(d for d in dirs if d.is_dir())
+
+
+def expand_globs(patterns: tuple[str, ...] | list[str]) -> list[Path]:
+    found: set[Path] = set()
+    for pattern in patterns:
+        expanded = os.path.expanduser(pattern)
+        matches = glob.glob(expanded, recursive=True)
+        if not matches and Path(expanded).is_file():
+            matches = [expanded]
+        found.update(Path(m).resolve() for m in matches if Path(m).is_file())
+    return sorted(found)
+
+
+def _glob_root(pattern: str) -> Path:
+    """The deepest directory of ``pattern`` that holds no glob characters."""
+    parts = Path(os.path.expanduser(pattern)).parts
+    fixed: list[str] = []
+    for part in parts:
+        if any(ch in part for ch in "*?["):
+            break
+        fixed.append(part)
+    root = Path(*fixed) if fixed else Path(".")
+    return root.parent if root.is_file() or root == Path(os.path.expanduser(pattern)) else root
