@@ -1,0 +1,163 @@
+"""``harness evaluate [--follow] [--store PATH] [--json]``: the headless evaluator.
+
+Without ``--follow`` it evaluates every committed row after the cursor and
+exits (what a cron job or a test wants); with ``--follow`` it keeps going as
+rows commit until interrupted. Either way it goes through the lifecycle
+(``engine.rules.lifecycle.open_live``) and the store lease, so running it
+beside the console never acts twice: the one holding the lease acts, the
+other follows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+from engine.cli.common import EXIT_OK, print_json
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("evaluate", help="Evaluate rules over the journal, headless.")
+    p.add_argument("--follow", action="store_true", help="keep evaluating rows as they commit")
+    p.add_argument("--store", metavar="PATH")
+    p.add_argument("--json", action="store_true", help="JSON summary (JSON lines with --follow)")
+    p.add_argument(
+        "--policy", metavar="DIR", action="append", default=[], help="extra rule directory"
+    )
+    p.set_defaults(handler=cmd_evaluate)
+
+
+def _fire_line(fire: Any, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(fire.to_json(), ensure_ascii=False)
+    aggs = ", ".join(f"{c.fn}={c.result}" for c in fire.calls)
+    return (
+        f"fire {fire.id}: {fire.rule} seq {fire.seq} target {fire.target} "
+        f"{fire.status} at {fire.effective_level}" + (f" ({aggs})" if aggs else "")
+    )
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from engine.config import resolve_store
+    from engine.rules.lease import Lease, current_lease, serve
+    from engine.store.db import connect
+
+    open_live = _open_live()
+
+    config, rules = _load(args)
+    conn = connect(resolve_store(args.store, config))
+    lease = Lease(conn)
+    totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0}
+
+    def build() -> Any:
+        evaluator, _policy = open_live(conn, rules, config, lease=lease)
+        return evaluator
+
+    def on_step(result: Any) -> None:
+        totals["rows"] += result.rows
+        totals["fires"] += len(result.fires)
+        totals["rule_errors"] += len(result.rule_errors)
+        totals["store_errors"] += len(result.store_errors)
+        if args.follow:
+            for fire in result.fires:
+                sys.stdout.write(_fire_line(fire, args.json) + "\n")
+            for err in result.rule_errors:
+                sys.stderr.write(f"rule {err.rule} disabled at seq {err.seq}: {err.error}\n")
+            sys.stdout.flush()
+
+    try:
+        if args.follow:
+            stop = threading.Event()
+            previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            try:
+                serve(lease, build, stop, on_step=on_step)
+            except KeyboardInterrupt:
+                stop.set()
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+            acting = True
+        else:
+            acting = lease.try_acquire()
+            if acting:
+                try:
+                    evaluator = build()
+                    while True:
+                        result = evaluator.step()
+                        on_step(result)
+                        if result.rows == 0:
+                            break
+                finally:
+                    lease.release()
+            else:
+                holder = current_lease(conn)
+                who = holder.holder if holder is not None else "another evaluator"
+                sys.stderr.write(f"{who} holds the evaluator lease; nothing evaluated here\n")
+        cursor = conn.execute("SELECT seq FROM rule_cursor WHERE name = 'live'").fetchone()
+        disabled: list[tuple[str, str, int]] = conn.execute(
+            "SELECT name, error, error_seq FROM rule_state WHERE state = 'disabled' ORDER BY name"
+        ).fetchall()
+    finally:
+        conn.close()
+    summary: dict[str, Any] = {
+        "acting": acting,
+        "rules": len(rules),
+        **totals,
+        "cursor": int(cursor[0]) if cursor else 0,
+        "disabled": [{"rule": n, "error": e, "seq": s} for n, e, s in disabled],
+    }
+    if args.json and not args.follow:
+        print_json(summary)
+    elif not args.follow:
+        sys.stdout.write(
+            f"evaluated {totals['rows']} row(s) with {len(rules)} rule(s): "
+            f"{totals['fires']} fire(s); cursor at seq {summary['cursor']}\n"
+        )
+        for d in summary["disabled"]:
+            sys.stdout.write(f"  disabled {d['rule']} (seq {d['seq']}): {d['error']}\n")
+        if totals["store_errors"]:
+            sys.stdout.write(f"  store errors: {totals['store_errors']}\n")
+    return EXIT_OK
+
+
+def _open_live() -> Any:
+    """The lifecycle's wiring of a live evaluator (shadow, cooldown, levels, holds, actions).
+
+    Falls back to the bare evaluator (default policy: nothing acts beyond
+    notify) only if the lifecycle module is missing.
+    """
+    import importlib
+
+    for name in ("engine.rules.lifecycle_run", "engine.rules.lifecycle"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        fn = getattr(module, "open_live", None)
+        if fn is not None:
+            return fn
+
+    def bare(conn: Any, rules: Any, config: Any, *, lease: Any = None) -> tuple[Any, Any]:
+        from engine.rules.evaluator import LiveEvaluator
+
+        return LiveEvaluator(conn, rules), None
+
+    return bare
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    from pathlib import Path
+
+    from engine.config import load_config
+    from engine.rules.loader import default_sources, load_rules
+
+    config = load_config()
+    repos = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
+    extra = [Path(p).expanduser() for p in args.policy]
+    loaded = load_rules(default_sources(repos, extra), config.rules)
+    for diag in loaded.errors:
+        sys.stderr.write(f"rule not loaded: {diag}\n")
+    return config, list(loaded.rules)

@@ -1,0 +1,330 @@
+"""Backtest: replay stored rows through the live evaluator, with fresh state, writing nothing.
+
+Why it is trustworthy: it is not a second implementation. It builds the same
+:class:`~engine.rules.evaluator.RowEvaluator` the live evaluator uses, feeds
+it the same rows in seq order (``now`` = each row's ``at``), and never lets a
+primitive see a row after the one evaluated. Rows from before the range that
+still fall inside the longest window are fed to the window index first (not
+evaluated), exactly what the live evaluator's index held at that point.
+
+What it cannot do, and says so: results are on recorded history (after a
+would-be hold the recorded history went on as it happened), and a rule about
+something that never happened backtests silent.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.durations import DurationError, format_duration_ms, parse_duration_ms
+from engine.errors import InputError
+from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError, fast_host_for
+from engine.rules.fires import Fire
+from engine.rules.model import CompiledRule
+from engine.rules.policy import DefaultPolicy, FirePolicy
+from engine.rules.window import ROW_SELECT, WindowIndex
+
+ON_RECORDED_HISTORY = (
+    "Results are on recorded history: after a would-be hold or stop the recorded "
+    "history went on as it happened, so later fires may not have occurred."
+)
+SILENT_NOTE = (
+    "A rule about something that never happened in this history backtests silent: "
+    "no fires here is not evidence that the rule is right."
+)
+BATCH = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a running backtest is (for a progress bar or the console)."""
+
+    rows_done: int
+    rows_total: int
+    fires: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeqRange:
+    """The rows a backtest covers: ``first_seq``..``last_seq`` inclusive (0 rows if empty)."""
+
+    first_seq: int
+    last_seq: int
+    rows: int
+    first_at: int = 0
+    last_at: int = 0
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """Would-be fires over a range, with per-day counts, errors and the honest caveats."""
+
+    rules: tuple[tuple[str, str], ...]  # (name, hash)
+    range: SeqRange
+    rows_evaluated: int
+    fires: tuple[Fire, ...]
+    rule_errors: tuple[RuleError, ...] = ()
+    store_errors: int = 0
+    cancelled: bool = False
+    notes: tuple[str, ...] = (ON_RECORDED_HISTORY, SILENT_NOTE)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def per_day(self) -> list[tuple[str, str, int]]:
+        """(UTC date, rule, fires) sorted by date then rule."""
+        counts = Counter((_day(f.at), f.rule) for f in self.fires)
+        return sorted((d, r, n) for (d, r), n in counts.items())
+
+    def per_rule(self) -> dict[str, int]:
+        counts = Counter(f.rule for f in self.fires)
+        return {name: counts.get(name, 0) for name, _ in self.rules}
+
+    def silent_rules(self) -> list[str]:
+        return [name for name, n in self.per_rule().items() if n == 0]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "on_recorded_history": True,
+            "rules": [{"name": n, "hash": h} for n, h in self.rules],
+            "range": {
+                "first_seq": self.range.first_seq,
+                "last_seq": self.range.last_seq,
+                "rows": self.range.rows,
+                "first_at": self.range.first_at,
+                "last_at": self.range.last_at,
+            },
+            "rows_evaluated": self.rows_evaluated,
+            "cancelled": self.cancelled,
+            "fires": [
+                {
+                    "seq": f.seq,
+                    "at": f.at,
+                    "time": _iso(f.at),
+                    "rule": f.rule,
+                    "hash": f.hash,
+                    "target": f.target,
+                    "level": f.level,
+                    "effective_level": f.effective_level,
+                    "status": f.status,
+                    "reasons": list(f.reasons),
+                    "aggregates": [
+                        {
+                            "fn": c.fn,
+                            "field": c.field,
+                            "selector": dict(c.selector),
+                            "window": format_duration_ms(c.window_ms),
+                            "result": c.result,
+                        }
+                        for c in f.calls
+                    ],
+                }
+                for f in self.fires
+            ],
+            "per_rule": self.per_rule(),
+            "per_day": [{"date": d, "rule": r, "fires": n} for d, r, n in self.per_day()],
+            "silent_rules": self.silent_rules(),
+            "rule_errors": [
+                {"rule": e.rule, "seq": e.seq, "error": e.error} for e in self.rule_errors
+            ],
+            "store_errors": self.store_errors,
+            "notes": list(self.notes),
+            **self.extra,
+        }
+
+    def render_text(self, max_fires: int = 200) -> str:
+        r = self.range
+        lines = [
+            "Backtest on recorded history",
+            f"rows: seq {r.first_seq}..{r.last_seq} ({r.rows} rows"
+            + (f", {_iso(r.first_at)} .. {_iso(r.last_at)})" if r.rows else ")")
+            + (f"  CANCELLED after {self.rows_evaluated} rows" if self.cancelled else ""),
+        ]
+        for name, count in self.per_rule().items():
+            lines.append(f"  {name}: {count} would-be fire(s)")
+        for e in self.rule_errors:
+            lines.append(f"  {e.rule}: DISABLED at seq {e.seq}: {e.error}")
+        if self.fires:
+            lines.append("")
+            lines.append(
+                f"{'seq':>10}  {'time (UTC)':20}  {'rule':28} {'target':24} level  aggregates"
+            )
+            for f in self.fires[:max_fires]:
+                aggs = ", ".join(f"{c.fn}={c.result}" for c in f.calls)
+                level = (
+                    f.level if f.effective_level == f.level else f"{f.level}->{f.effective_level}"
+                )
+                status = "" if f.status == "fired" else f" [{f.status}]"
+                lines.append(
+                    f"{f.seq:>10}  {_iso(f.at):20}  {f.rule:28} {f.target[:24]:24} "
+                    f"{level}{status}  {aggs}"
+                )
+            if len(self.fires) > max_fires:
+                lines.append(f"  … and {len(self.fires) - max_fires} more (use --json for all)")
+            lines.append("")
+            lines.append("per day:")
+            for d, rule, n in self.per_day():
+                lines.append(f"  {d}  {rule:28} {n}")
+        if self.store_errors:
+            lines.append(f"store errors: {self.store_errors} (rows excluded from the comparison)")
+        lines.append("")
+        silent = self.silent_rules()
+        if silent:
+            lines.append(f"silent: {', '.join(silent)}")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+def _day(at_ms: int) -> str:
+    return _dt.datetime.fromtimestamp(at_ms / 1000, _dt.UTC).strftime("%Y-%m-%d")
+
+
+def _iso(at_ms: int) -> str:
+    return _dt.datetime.fromtimestamp(at_ms / 1000, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- ranges ------------------------------------------------------------------------------
+
+
+def _bounds(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    row = conn.execute("SELECT min(seq), max(seq) FROM rule_journal").fetchone()
+    if row is None or row[0] is None:
+        return 0, 0, 0
+    last_at = conn.execute("SELECT at FROM rule_journal WHERE seq = ?", (row[1],)).fetchone()[0]
+    return int(row[0]), int(row[1]), int(last_at)
+
+
+def _parse_time(text: str) -> int | None:
+    try:
+        value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.UTC)
+    return int(value.timestamp() * 1000)
+
+
+def resolve_range(
+    conn: sqlite3.Connection,
+    *,
+    since: str | None = None,
+    from_seq: int | None = None,
+    until: str | None = None,
+) -> SeqRange:
+    """Turn ``--since DUR | --from-seq N`` and ``--until SEQ|DUR|TIME`` into a seq range.
+
+    ``since`` and a duration ``until`` count back in journal time from the
+    last row (never the wall clock); ``until`` may also be a seq or an ISO time.
+    """
+    if since is not None and from_seq is not None:
+        raise InputError("--since and --from-seq are exclusive; give one")
+    lo, hi, last_at = _bounds(conn)
+    if hi == 0:
+        return SeqRange(0, 0, 0)
+    first = lo
+    if from_seq is not None:
+        if from_seq < 0:
+            raise InputError(f"--from-seq must be >= 0, got {from_seq}")
+        first = max(lo, from_seq)
+    elif since is not None:
+        try:
+            span = parse_duration_ms(since)
+        except DurationError as exc:
+            raise InputError(f"--since: {exc}") from None
+        row = conn.execute(
+            "SELECT min(seq) FROM rule_journal WHERE at > ?", (last_at - span,)
+        ).fetchone()
+        first = int(row[0]) if row and row[0] is not None else hi + 1
+    last = hi
+    if until is not None:
+        text = until.strip()
+        if text.isdigit():
+            last = min(hi, int(text))
+        else:
+            at_limit: int | None
+            try:
+                at_limit = last_at - parse_duration_ms(text)
+            except DurationError:
+                at_limit = _parse_time(text)
+            if at_limit is None:
+                raise InputError(
+                    f"--until {until!r}: expected a seq, a duration back from the last row"
+                    " (e.g. 24h) or an ISO time (2026-01-31T12:00:00Z)"
+                )
+            row = conn.execute(
+                "SELECT max(seq) FROM rule_journal WHERE at <= ?", (at_limit,)
+            ).fetchone()
+            last = int(row[0]) if row and row[0] is not None else 0
+    if last < first:
+        return SeqRange(first, last, 0)
+    stats = conn.execute(
+        "SELECT count(*), min(at), max(at) FROM rule_journal WHERE seq BETWEEN ? AND ?",
+        (first, last),
+    ).fetchone()
+    return SeqRange(first, last, int(stats[0]), int(stats[1] or 0), int(stats[2] or 0))
+
+
+# -- the replay --------------------------------------------------------------------------
+
+
+def run_backtest(
+    conn: sqlite3.Connection,
+    rules: Sequence[CompiledRule],
+    seq_range: SeqRange,
+    *,
+    policy: FirePolicy | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    batch: int = BATCH,
+    host_factory: Callable[[Sequence[CompiledRule]], EvalHost] | None = None,
+) -> BacktestResult:
+    """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches."""
+    host = (host_factory or fast_host_for)(rules)
+    core = RowEvaluator(rules, host, policy or DefaultPolicy(), conn=None)
+    names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
+    fires: list[Fire] = []
+    done = 0
+    cancelled = False
+    if seq_range.rows:
+        max_window = max((p.window_ms for cr in rules for p in cr.rule.primitives), default=0)
+        if max_window and isinstance(host, WindowIndex):
+            warm = conn.execute(
+                ROW_SELECT + " WHERE seq < ? AND at > ? ORDER BY seq",
+                (seq_range.first_seq, seq_range.first_at - max_window),
+            )
+            for row in warm:
+                host.feed(row)
+        cur = conn.execute(
+            ROW_SELECT + " WHERE seq BETWEEN ? AND ? ORDER BY seq",
+            (seq_range.first_seq, seq_range.last_seq),
+        )
+        process = core.process
+        while True:
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                break
+            rows = cur.fetchmany(batch)
+            if not rows:
+                break
+            for row in rows:
+                found = process(row)
+                if found:
+                    fires.extend(found)
+            done += len(rows)
+            if progress is not None:
+                progress(Progress(done, seq_range.rows, len(fires), int(rows[-1][0])))
+        cur.close()
+    return BacktestResult(
+        rules=names,
+        range=seq_range,
+        rows_evaluated=done,
+        fires=tuple(fires),
+        rule_errors=tuple(core.rule_errors),
+        store_errors=len(core.store_errors),
+        cancelled=cancelled,
+    )

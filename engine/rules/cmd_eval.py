@@ -1,0 +1,190 @@
+"""Handlers for ``harness rules backtest`` and ``harness rules explain``.
+
+``engine.cli.cmd_rules`` declares the arguments and imports this module only
+when one of these commands runs, so the heavy imports (CEL, the evaluator)
+stay off the path of every other command. Both open the store read-only: a
+backtest and an explanation only ever read history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from engine.cli.common import EXIT_OK, print_json
+from engine.config import HarnessConfig, load_config, resolve_store
+from engine.errors import Diagnostic, InputError, Location
+from engine.rules.model import CompiledRule
+
+
+def _policy_dirs(config: HarnessConfig, extra: Sequence[str]) -> tuple[list[Path], list[Path]]:
+    repos = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
+    return repos, [Path(p).expanduser() for p in extra]
+
+
+def resolve_rules(
+    specs: Sequence[str], config: HarnessConfig, extra_dirs: Sequence[str] = ()
+) -> list[CompiledRule]:
+    """Rules named by file path (a file or a directory of rule files) or by loaded name.
+
+    A file that fails to load is an error naming its file:line:col; a name
+    is looked up in starter_rules/, the policy repos and ``--policy`` dirs.
+    """
+    from engine.rules.loader import default_sources, load_rules
+
+    chosen: dict[str, CompiledRule] = {}
+    by_name: dict[str, CompiledRule] | None = None
+    name_errors: tuple[Diagnostic, ...] = ()
+    problems: list[Diagnostic] = []
+    for spec in specs:
+        path = Path(spec).expanduser()
+        if path.exists() or "/" in spec or spec.endswith((".yml", ".yaml")):
+            if not path.exists():
+                problems.append(Diagnostic("no such rule file", Location(spec), code="io"))
+                continue
+            res = load_rules([(path, "file")], config.rules)
+            if res.errors:
+                problems.extend(res.errors)
+                continue
+            if not res.rules:
+                problems.append(Diagnostic("no rule in this file", Location(spec)))
+            for cr in res.rules:
+                chosen[cr.rule.name] = cr
+            continue
+        if by_name is None:
+            repos, extra = _policy_dirs(config, extra_dirs)
+            loaded = load_rules(default_sources(repos, extra), config.rules)
+            by_name = {cr.rule.name: cr for cr in loaded.rules}
+            name_errors = loaded.errors
+        found = by_name.get(spec)
+        if found is None:
+            hint = "give a rule file path, or one of: " + ", ".join(sorted(by_name))
+            problems.append(Diagnostic(f"no rule named {spec!r}", Location(spec), hint=hint))
+            problems.extend(d for d in name_errors if spec in d.message or spec in str(d.location))
+            continue
+        chosen[found.rule.name] = found
+    if problems:
+        raise InputError(
+            f"{len(problems)} problem(s) with the rules to backtest",
+            title="Cannot load rules",
+            diagnostics=problems,
+        )
+    return list(chosen.values())
+
+
+def _lifecycle_backtest() -> Callable[..., Any] | None:
+    """The lifecycle's backtest wiring (shadow, suppressed, today's levels, hold spans), if any."""
+    import importlib
+
+    for name in ("engine.rules.lifecycle_run", "engine.rules.lifecycle"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        fn = getattr(module, "backtest_with_lifecycle", None)
+        if fn is not None:
+            return cast(Callable[..., Any], fn)
+    return None
+
+
+def _progress_bar(total: int) -> tuple[Callable[[Any], None], Callable[[], None]]:
+    """A rich progress bar on stderr when it is a terminal; no-ops otherwise."""
+    if not sys.stderr.isatty() or total <= 0:
+        return _ignore, _nothing
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn("backtest"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} rows"),
+        TextColumn("{task.fields[fires]} fires"),
+        TimeRemainingColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+    )
+    task = bar.add_task("backtest", total=total, fires=0)
+    bar.start()
+
+    def update(p: Any) -> None:
+        bar.update(task, completed=p.rows_done, fires=p.fires)
+
+    def stop() -> None:
+        bar.stop()
+
+    return update, stop
+
+
+def _ignore(_progress: Any) -> None:
+    return None
+
+
+def _nothing() -> None:
+    return None
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from engine.rules.backtest import resolve_range, run_backtest
+    from engine.store.db import connect
+
+    config = load_config()
+    rules = resolve_rules(args.rules, config, getattr(args, "policy", []) or [])
+    conn = connect(resolve_store(getattr(args, "store", None), config), readonly=True)
+    try:
+        seq_range = resolve_range(
+            conn,
+            since=getattr(args, "since", None),
+            from_seq=getattr(args, "from_seq", None),
+            until=getattr(args, "until", None),
+        )
+        update, stop_bar = _progress_bar(0 if args.json else seq_range.rows)
+        cancel = threading.Event()
+        with_lifecycle = _lifecycle_backtest()
+        try:
+            if with_lifecycle is not None:
+                from engine.rules.lifecycle import Authority
+
+                authority = Authority.from_config(config)
+                result = with_lifecycle(
+                    conn, rules, seq_range, authority, progress=update, cancel=cancel
+                )
+            else:
+                result = run_backtest(conn, rules, seq_range, progress=update, cancel=cancel)
+        finally:
+            stop_bar()
+    finally:
+        conn.close()
+    if args.json:
+        print_json(result.to_json())
+    else:
+        sys.stdout.write(result.render_text() + "\n")
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from engine.rules.explain import explain_fire
+    from engine.store.db import connect
+
+    config = load_config()
+    conn = connect(resolve_store(getattr(args, "store", None), config), readonly=True)
+    try:
+        try:
+            explanation = explain_fire(conn, int(args.fire_id))
+        except Exception as exc:
+            import sqlite3
+
+            if isinstance(exc, sqlite3.Error):
+                raise InputError(f"cannot read fires from this store: {exc}") from None
+            raise
+    finally:
+        conn.close()
+    if args.json:
+        print_json(explanation.to_json())
+    else:
+        sys.stdout.write(explanation.render_text() + "\n")
+    # A stored result the journal no longer reproduces is a failed check.
+    return EXIT_OK if explanation.consistent else 1
