@@ -565,10 +565,25 @@ class StructureChecker:
         return value is None and not _NULL_RE.match(raw)
 
     # -- the walk
-    def check(self, value: Any, typ: Type, path: str, loc: Location, strict: bool = False) -> Any:
-        """Check ``value`` against ``typ``; return the (possibly coerced) value."""
+    def check(
+        self,
+        value: Any,
+        typ: Type,
+        path: str,
+        loc: Location,
+        strict: bool = False,
+        anchor: Location | None = None,
+    ) -> Any:
+        """Check ``value`` against ``typ``; return the (possibly coerced) value.
+
+        ``anchor`` is where the value's key sits: missing fields of a nested
+        block mapping are reported on the key's line, which is where a reader
+        looks, rather than on the mapping's first (present) key.
+        """
         if isinstance(typ, Opt):
-            return None if value is None else self.check(value, typ.inner, path, loc, strict)
+            if value is None:
+                return None
+            return self.check(value, typ.inner, path, loc, strict, anchor)
         if isinstance(typ, AnyValue):
             return value
         if isinstance(typ, Str):
@@ -604,7 +619,7 @@ class StructureChecker:
             return value
         if value is None and not strict and self.empty_plain(value, self.raw(loc)):
             empty: Any = LocList(loc) if isinstance(typ, Seq) else LocDict(loc)
-            return self.check(empty, typ, path, loc)
+            return self.check(empty, typ, path, loc, anchor=anchor)
         if isinstance(typ, Seq):
             if not isinstance(value, list):
                 self.error(f"invalid type: {describe(value)}, expected a sequence", loc, path)
@@ -619,12 +634,17 @@ class StructureChecker:
         if isinstance(typ, Map):
             for key in list(value):
                 value[key] = self.check(
-                    value[key], typ.value, f"{path}.{key}", self._val_loc(value, key, loc), strict
+                    value[key],
+                    typ.value,
+                    f"{path}.{key}",
+                    self._val_loc(value, key, loc),
+                    strict,
+                    self._key_loc(value, key, loc),
                 )
             return value
         if isinstance(typ, Untagged):
-            return self.check_untagged(value, typ, path, loc)
-        return self.check_obj(value, typ, path, loc, strict)
+            return self.check_untagged(value, typ, path, anchor or loc)
+        return self.check_obj(value, typ, path, loc, strict, anchor or loc)
 
     @staticmethod
     def _val_loc(mapping: dict[str, Any], key: str, default: Location) -> Location:
@@ -639,7 +659,13 @@ class StructureChecker:
         return default
 
     def check_obj(
-        self, value: dict[str, Any], typ: Obj, path: str, loc: Location, strict: bool
+        self,
+        value: dict[str, Any],
+        typ: Obj,
+        path: str,
+        loc: Location,
+        strict: bool,
+        anchor: Location,
     ) -> Any:
         names = list(typ.fields)
         for key in list(value):
@@ -653,11 +679,16 @@ class StructureChecker:
                 )
                 continue
             value[key] = self.check(
-                value[key], typ.fields[key], child, self._val_loc(value, key, loc), strict
+                value[key],
+                typ.fields[key],
+                child,
+                self._val_loc(value, key, loc),
+                strict,
+                self._key_loc(value, key, loc),
             )
         for key in names:
             if key in typ.required and key not in value:
-                self.error(f"missing field `{key}`", loc, path, code="missing_field")
+                self.error(f"missing field `{key}`", anchor, path, code="missing_field")
         return value
 
     def check_untagged(self, value: dict[str, Any], typ: Untagged, path: str, loc: Location) -> Any:
@@ -673,7 +704,7 @@ class StructureChecker:
                 code="untagged",
             )
             return value
-        return self.check_obj(value, typ.variants[present[0]], path, loc, strict=True)
+        return self.check_obj(value, typ.variants[present[0]], path, loc, True, loc)
 
 
 def check_structure(data: Any, text: str, file: str) -> list[Diagnostic]:

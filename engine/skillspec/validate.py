@@ -417,7 +417,7 @@ class Validator:
                 )
             prov = code.get("provenance")
             if isinstance(prov, dict):
-                ploc = self.val_loc(code, "provenance", kloc)
+                ploc = self.key_loc(code, "provenance", kloc)
                 has_res, has_imp = prov.get("resource") is not None, prov.get("import") is not None
                 if has_res and has_imp:
                     self.err(
