@@ -4,7 +4,7 @@ A hold is created in the same transaction as the fire that caused it, so a
 crash can never leave a fire without its hold or a hold without its fire.
 It is released in exactly two ways: by its rule, when a tick row re-evaluates
 the rule on the held fire's event at the tick's ``now`` and the result is
-false (time passing moves the windows past the counted rows), or by the
+false, or by the
 operator (``harness holds release``). Starting a run releases nothing: a
 supervisor asks :func:`check_admission` before admitting a run, and a start
 that silently cleared the hold would defeat a rule the operator enforced.
@@ -16,12 +16,18 @@ so a backtest reports hold spans from tick rows with the same code.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from engine.errors import Diagnostic, InputError
-from engine.rules.lifecycle import iso_ms
+
+
+def iso_ms(ms: int) -> str:
+    """Journal time as ISO-8601 UTC (``engine.rules.lifecycle`` imports this module)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 SKIP_REASON = "rule_hold"
 JOURNAL_COLUMNS: tuple[str, ...] = (
@@ -58,11 +64,7 @@ class EvalOutcome(Protocol):
 class Evaluable(Protocol):
     """What re-evaluation needs of a compiled rule (``CompiledRule`` satisfies it)."""
 
-    def evaluate(self, event: Mapping[str, object], now_ms: int, host: object) -> EvalOutcome: ...
-
-
-#: Builds the primitive host that sees rows with seq <= the given seq (the held event's).
-HostFactory = Callable[[int], object]
+    def evaluate(self, event: Mapping[str, object], now_ms: int, host: Any) -> EvalOutcome: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +168,7 @@ def active_holds(conn: sqlite3.Connection, harness: str | None = None) -> list[H
     ]
 
 
-def _release(
+def release_hold(
     conn: sqlite3.Connection, hold_id: int, *, by: str, reason: str, seq: int | None, at: int
 ) -> None:
     conn.execute(
@@ -193,7 +195,9 @@ def release_by_operator(
             title="Hold already released",
         )
     max_seq = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
-    _release(conn, hold_id, by=who, reason=reason or "released by operator", seq=max_seq, at=now_ms)
+    release_hold(
+        conn, hold_id, by=who, reason=reason or "released by operator", seq=max_seq, at=now_ms
+    )
     released = get_hold(conn, hold_id)
     assert released is not None
     return released
@@ -260,12 +264,15 @@ def reevaluate_on_tick(
     conn: sqlite3.Connection,
     tick: Mapping[str, object],
     rules: Mapping[str, Evaluable],
-    host_for: HostFactory,
+    host: object,
 ) -> list[Hold]:
     """On a tick row, re-evaluate every active hold; release those whose rule is false.
 
-    Call inside the evaluator's transaction for the tick row. Returns the
-    holds released (as stored after release).
+    ``host`` is the evaluator's primitive host positioned at the tick row, so
+    the primitives see the journal up to the tick and windows ending at the
+    tick's ``now``: the hold lasts while the pattern is still in the window
+    (time passing moves the window past the counted rows). Call inside the
+    evaluator's transaction for the tick row. Returns the holds released.
     """
     tick_seq = int(tick["seq"])  # type: ignore[call-overload]
     now = int(tick["at"])  # type: ignore[call-overload]
@@ -274,11 +281,11 @@ def reevaluate_on_tick(
         if hold.created_seq >= tick_seq:
             continue
         event = journal_row(conn, hold.event_seq)
-        keep, why = still_matches(rules.get(hold.rule), event, now, host_for(hold.event_seq))
+        keep, why = still_matches(rules.get(hold.rule), event, now, host)
         if keep:
             continue
         reason = f"{why} (seq {hold.event_seq}) at tick seq {tick_seq}, {iso_ms(now)}"
-        _release(conn, hold.id, by="rule", reason=reason, seq=tick_seq, at=now)
+        release_hold(conn, hold.id, by="rule", reason=reason, seq=tick_seq, at=now)
         after = get_hold(conn, hold.id)
         assert after is not None
         released.append(after)
@@ -296,6 +303,7 @@ class HoldSpan:
     start_at: int
     end_seq: int | None = None
     end_at: int | None = None
+    end_reason: str | None = None
 
     @property
     def duration_ms(self) -> int | None:
@@ -308,18 +316,21 @@ class SimulatedHolds:
 
     active: list[HoldSpan] = field(default_factory=list)
     done: list[HoldSpan] = field(default_factory=list)
+    events: dict[int, Mapping[str, object]] = field(default_factory=dict)
 
-    def on_fire(self, rule: str, harness: str, event_seq: int, at: int) -> None:
+    def on_fire(self, rule: str, harness: str, event: Mapping[str, object]) -> None:
+        """A fire that acts at hold: open a span unless one is open for (rule, harness)."""
         if any(h.rule == rule and h.harness == harness for h in self.active):
             return
-        self.active.append(HoldSpan(rule, harness, event_seq, event_seq, at))
+        seq = int(event["seq"])  # type: ignore[call-overload]
+        self.events[seq] = dict(event)
+        self.active.append(HoldSpan(rule, harness, seq, seq, int(event["at"])))  # type: ignore[call-overload]
 
     def on_tick(
         self,
         tick: Mapping[str, object],
         rules: Mapping[str, Evaluable],
-        event_for: Callable[[int], Mapping[str, object] | None],
-        host_for: HostFactory,
+        host: object,
     ) -> list[HoldSpan]:
         tick_seq = int(tick["seq"])  # type: ignore[call-overload]
         now = int(tick["at"])  # type: ignore[call-overload]
@@ -329,8 +340,8 @@ class SimulatedHolds:
             if span.start_seq >= tick_seq:
                 keep.append(span)
                 continue
-            still, _ = still_matches(
-                rules.get(span.rule), event_for(span.event_seq), now, host_for(span.event_seq)
+            still, why = still_matches(
+                rules.get(span.rule), self.events.get(span.event_seq), now, host
             )
             if still:
                 keep.append(span)
@@ -343,6 +354,7 @@ class SimulatedHolds:
                     span.start_at,
                     tick_seq,
                     now,
+                    f"{why} (seq {span.event_seq}) at tick seq {tick_seq}, {iso_ms(now)}",
                 )
                 ended.append(closed)
         self.active = keep

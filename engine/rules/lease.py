@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 DEFAULT_TTL_MS = 15_000
 
@@ -135,3 +137,53 @@ class Lease:
             return
         self.conn.execute("DELETE FROM evaluator_lease WHERE id = 1 AND holder = ?", (self.holder,))
         self.held = False
+
+
+class LeaseLost(RuntimeError):
+    """Raised inside the evaluator's transaction when this process no longer holds the lease.
+
+    The transaction rolls back, so a process whose lease lapsed (paused, then
+    overtaken by a follower) can never commit a batch the new holder commits too.
+    """
+
+
+class Stepper(Protocol):
+    """What :func:`serve` drives (``engine.rules.evaluator.LiveEvaluator`` fits)."""
+
+    def step(self, max_rows: int | None = None) -> object: ...
+
+
+def serve(
+    lease: Lease,
+    build: Callable[[], Stepper],
+    stop: threading.Event,
+    *,
+    poll_s: float = 0.05,
+    on_step: Callable[[object], None] | None = None,
+) -> None:
+    """Evaluate while holding the lease; follow (evaluate nothing) while another holds it.
+
+    A follower keeps no evaluator: when it takes over, ``build`` makes a new
+    one, which restores cursor, window and lifecycle state from the store,
+    because the previous holder advanced them.
+    """
+    evaluator: Stepper | None = None
+    try:
+        while not stop.is_set():
+            if not lease.renew_if_due():
+                evaluator = None
+                stop.wait(max(poll_s, lease.ttl_ms / 4000))
+                continue
+            if evaluator is None:
+                evaluator = build()
+            try:
+                result = evaluator.step()
+            except LeaseLost:
+                evaluator = None
+                continue
+            if on_step is not None:
+                on_step(result)
+            if not getattr(result, "rows", 0):
+                stop.wait(poll_s)
+    finally:
+        lease.release()

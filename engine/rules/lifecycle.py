@@ -20,15 +20,32 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.config import HarnessConfig, RulesConfig
 from engine.durations import format_duration_ms
+from engine.rules.actions import ActionRequest, ActionRunner, action_for, render_message
+from engine.rules.holds import (
+    Hold,
+    SimulatedHolds,
+    active_holds,
+    create_hold,
+    iso_ms,
+    reevaluate_on_tick,
+    release_hold,
+)
+from engine.rules.lease import Lease, LeaseLost
+from engine.rules.policy import FireDecision, RowView
 
-ACTIVE = "active"
+if TYPE_CHECKING:
+    from engine.rules.fires import Fire
+    from engine.rules.model import CompiledRule, Rule
+
+FIRED = "fired"
+ACTIVE = FIRED  # the fire acts (E's policy calls this status "fired")
 SHADOW = "shadow"
 SUPPRESSED = "suppressed"
 DISABLED = "disabled"
@@ -53,11 +70,6 @@ class RuleLike(Protocol):
     def source_kind(self) -> str: ...
     @property
     def cooldown_ms(self) -> int: ...
-
-
-def iso_ms(ms: int) -> str:
-    """Journal time as ISO-8601 UTC with a ``Z`` (what reasons and listings print)."""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,3 +373,158 @@ class Lifecycle:
 
     def flush(self, conn: sqlite3.Connection) -> None:
         self.state.flush(conn)
+
+
+# -- the evaluator's FirePolicy ------------------------------------------------------
+
+
+class LifecyclePolicy:
+    """:class:`engine.rules.policy.FirePolicy` made of :class:`Lifecycle`, holds and actions.
+
+    Live: ``before_commit`` creates holds in the fire's transaction and
+    persists lifecycle state; ``after_commit`` runs actions (at most once).
+    Backtest (``conn`` is None): nothing is written; hold spans are simulated
+    from tick rows in :attr:`simulated`. Pass :meth:`host_factory` to the
+    evaluator so tick re-evaluation uses the evaluator's own primitive host
+    (positioned at the tick), and so a rebuilt evaluator reloads this state.
+    """
+
+    row_kinds: frozenset[str] | None = frozenset({"tick"})
+
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        rules: Sequence[CompiledRule] = (),
+        *,
+        runner: ActionRunner | None = None,
+        lease: Lease | None = None,
+        conn: sqlite3.Connection | None = None,
+    ) -> None:
+        self.lifecycle = lifecycle
+        self.rules: dict[str, CompiledRule] = {cr.rule.name: cr for cr in rules}
+        self.runner = runner
+        self.lease = lease
+        self.conn = conn
+        self.host: object | None = None
+        self.simulated = SimulatedHolds()
+        self.released: list[Hold] = []
+        self._context: dict[tuple[str, int, str], tuple[str, str]] = {}
+
+    def host_factory(
+        self, make: Callable[[Sequence[CompiledRule]], Any]
+    ) -> Callable[[Sequence[CompiledRule]], Any]:
+        """Wrap the evaluator's host factory: remember the host, reload persisted state."""
+
+        def build(rules: Sequence[CompiledRule]) -> Any:
+            self.host = make(rules)
+            if self.conn is not None:
+                self.lifecycle.state = LifecycleState.load(self.conn)
+            self._context.clear()
+            return self.host
+
+        return build
+
+    def _note_all(self, seq: int, now_ms: int) -> None:
+        for cr in self.rules.values():
+            if not self.lifecycle.is_disabled(cr.rule.name):
+                self.lifecycle.note_loaded(cr.rule, seq, now_ms)
+
+    def decide(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
+        seq = int(row["seq"])  # type: ignore[call-overload]
+        d = self.lifecycle.decide(rule, target, seq, now_ms)
+        if d.status == FIRED:
+            harness = str(row.get("harness") or target or "")
+            if d.effective_level in ("notify", "hold", "stop"):
+                self._context[(rule.name, seq, target)] = (
+                    harness,
+                    render_message(rule.message, row),
+                )
+            # Live: an active stored hold for the pair already covers this fire.
+            if (
+                d.effective_level == "hold"
+                and harness
+                and (
+                    self.conn is None
+                    or not any(h.rule == rule.name for h in active_holds(self.conn, harness))
+                )
+            ):
+                self.simulated.on_fire(rule.name, harness, row)
+        return FireDecision(d.status, d.effective_level, d.reasons)
+
+    def on_row(self, row: RowView, conn: sqlite3.Connection | None) -> None:
+        if row.get("kind") != "tick":
+            return
+        seq = int(row["seq"])  # type: ignore[call-overload]
+        now = int(row["at"])  # type: ignore[call-overload]
+        self._note_all(seq, now)
+        if self.host is None:
+            return
+        if conn is not None:
+            self.released.extend(reevaluate_on_tick(conn, row, self.rules, self.host))
+        self.simulated.on_tick(row, self.rules, self.host)
+
+    def before_commit(self, fires: Sequence[Fire], conn: sqlite3.Connection | None) -> None:
+        if conn is None:
+            return
+        if self.lease is not None and not self.lease.still_held():
+            raise LeaseLost("the evaluator lease was taken over; this batch is not committed")
+        # Holds opened in this batch (and possibly already released by one of its
+        # ticks) were tracked in memory until their fires had ids; store them now.
+        fire_ids = {(f.rule, f.seq): f.id for f in fires if f.status == FIRED}
+        for span in self.simulated.spans():
+            message = next(
+                (
+                    m
+                    for (r, seq, _), (_, m) in self._context.items()
+                    if r == span.rule and seq == span.event_seq
+                ),
+                "",
+            )
+            hold = create_hold(
+                conn,
+                harness=span.harness,
+                fire_id=fire_ids.get((span.rule, span.event_seq)),
+                rule=span.rule,
+                hash_=self.rules[span.rule].rule.hash if span.rule in self.rules else "",
+                event_seq=span.event_seq,
+                seq=span.start_seq,
+                at=span.start_at,
+                reason=f"rule_hold: rule `{span.rule}` fired at seq {span.event_seq}"
+                + (f": {message}" if message else ""),
+            )
+            if span.end_seq is not None and span.end_at is not None:
+                release_hold(
+                    conn,
+                    hold.id,
+                    by="rule",
+                    reason=span.end_reason or "rule no longer matches",
+                    seq=span.end_seq,
+                    at=span.end_at,
+                )
+        self.simulated = SimulatedHolds()
+        self.lifecycle.flush(conn)
+
+    def after_commit(self, fires: Sequence[Fire]) -> None:
+        context, self._context = self._context, {}
+        if self.runner is None:
+            return
+        for f in fires:
+            action = action_for(f.effective_level) if f.status == FIRED else None
+            if action is None or f.id is None:
+                continue
+            harness, message = context.get((f.rule, f.seq, f.target), (f.target, ""))
+            self.runner.run(
+                ActionRequest(
+                    fire_id=f.id,
+                    action=action,
+                    rule=f.rule,
+                    harness=harness,
+                    target=f.target,
+                    level=f.effective_level,
+                    message=message,
+                )
+            )
+
+    def active_rules(self, rules: Sequence[CompiledRule]) -> list[CompiledRule]:
+        """The rules not silenced by ``[memory.rules] disable`` (evaluate only these)."""
+        return [cr for cr in rules if not self.lifecycle.is_disabled(cr.rule.name)]
