@@ -141,7 +141,7 @@ class JournalWriter:
     def _run(self) -> None:
         conn = connect(self.store, check_same_thread=True)
         committer = Committer(conn, clock=self.clock, ticks=self.ticks)
-        last_minute = self.clock() // MINUTE_MS
+        last_minute = -1  # first pass: admit any ticks already due
         try:
             while True:
                 rows, drops, last = self._take()
