@@ -21,6 +21,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.durations import DurationError, parse_duration_ms
+
 NodeKind = Literal["const", "ident", "select", "call", "list", "struct", "map", "comp"]
 
 
@@ -302,6 +304,19 @@ def _lit(node: Node) -> str:
     return repr(node.value)
 
 
+def _duration_literal_ms(arg: Node) -> int | None:
+    """A ``duration("…")`` literal in ms, so "60m" and "1h" hash alike."""
+    if arg.kind != "const" or arg.ctype != "string":
+        return None
+    text = str(arg.value)
+    if "d" in text or text.endswith(("us", "ns")) or text.startswith("-"):
+        return None
+    try:
+        return parse_duration_ms(text)
+    except DurationError:
+        return None
+
+
 def canonical(node: Node, refs: dict[int, str] | None = None) -> str:
     """The id-free canonical S-expression of ``node`` (the semantic hash input)."""
     refs = refs or {}
@@ -317,6 +332,10 @@ def canonical(node: Node, refs: dict[int, str] | None = None) -> str:
             inner = go(n.args[0]) if n.args else "?"
             return f"has({inner}.{n.name})" if n.test_only else f"{inner}.{n.name}"
         if n.kind == "call":
+            if n.name == "duration" and n.target is None and len(n.args) == 1:
+                ms = _duration_literal_ms(n.args[0])
+                if ms is not None:
+                    return f"duration({ms}ms)"
             if n.name in _LOGICAL and n.target is None:
                 parts = [go(a) for a in _flatten(n, n.name)]
                 return f"{n.name}({','.join(parts)})"
