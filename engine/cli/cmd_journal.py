@@ -165,11 +165,17 @@ def cmd_import(args: argparse.Namespace) -> int:
             iter_jsonl_history(stream, name, where), atomic=True, synth_ticks=args.ticks
         )
     except RowError as exc:
-        located = exc if exc.diagnostics[0].location.line else exc.at_line(name, where[0])
+        loc = exc.diagnostics[0].location
+        if not loc.line:
+            loc = Location(name, where[0])
         raise InputError(
-            f"{located.diagnostics[0].location}: {exc.field}: {exc.problem}; nothing was imported",
+            f"{loc}: {exc.field}: {exc.problem}; nothing was imported",
             title="Import refused",
-            diagnostics=located.diagnostics,
+            diagnostics=[
+                Diagnostic(
+                    exc.problem, loc, path=exc.field, code="row", hint="nothing was imported"
+                )
+            ],
         ) from None
     except UnicodeDecodeError as exc:
         raise InputError(
