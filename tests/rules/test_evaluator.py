@@ -1,0 +1,309 @@
+"""The live evaluator: fires with the cursor, restarts, disabled rules, store errors, hooks."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import RulesConfig
+from engine.rules.evaluator import LiveEvaluator, RowEvaluator, fast_host_for, read_cursor
+from engine.rules.fires import Fire, list_fires
+from engine.rules.host_sql import SqlHost
+from engine.rules.loader import compile_rule_text
+from engine.rules.model import CompiledRule, EvalResult, Rule
+from engine.rules.policy import DefaultPolicy, FireDecision, RowView
+from engine.store.db import connect
+
+INSERT = (
+    "INSERT INTO rule_journal (at, kind, type, source, harness, project, run, tool,"
+    " outcome, path, cause_digest, args_digest, other_harness, fact, n)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+CAUSE = "sha256:" + "ab" * 32
+T0 = 1_767_225_600_000
+MIN = 60_000
+
+
+def make_rule(
+    name: str,
+    when: str,
+    *,
+    on: str = "run_event",
+    level: str = "notify",
+    target: str = "harness",
+    cooldown: str = "1m",
+    config: RulesConfig | None = None,
+) -> CompiledRule:
+    text = (
+        f"name: {name}\non: {on}\nwhen: {json.dumps(when)}\nlevel: {level}\n"
+        f"target: {target}\ncooldown: {cooldown}\nmessage: m\n"
+    )
+    compiled, errors = compile_rule_text(text, f"{name}.yml", "file", config or RulesConfig())
+    assert compiled is not None, [str(e) for e in errors]
+    return compiled
+
+
+RESTART_RULE = (
+    'event.type == "restart" && count({"harness": event.harness, "type": "restart",'
+    ' "cause_digest": event.cause_digest}, duration("1h")) >= 3'
+)
+
+
+def row(at: int, typ: str, harness: str = "h1", **kw: Any) -> tuple[Any, ...]:
+    kind = kw.pop("kind", "tick" if typ == "tick" else "run_event")
+    cols = ("project", "run", "tool", "outcome", "path", "cause_digest", "args_digest",
+            "other_harness", "fact", "n")  # fmt: skip
+    source = "tick" if kind == "tick" else "observer"
+    return (at, kind, typ, source, None if kind == "tick" else harness,
+            *(kw.get(c) for c in cols))  # fmt: skip
+
+
+def insert(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    conn.executemany(INSERT, rows)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> sqlite3.Connection:
+    return connect(tmp_path / "store.db")
+
+
+def test_fire_is_stored_with_calls_level_reasons_and_the_cursor(store: sqlite3.Connection) -> None:
+    rule = make_rule("restart_same_error", RESTART_RULE, level="hold")
+    insert(store, [row(T0 + i * MIN, "restart", cause_digest=CAUSE) for i in range(3)])
+    insert(store, [row(T0 + 4 * MIN, "tool_call", tool="bash")])
+    ev = LiveEvaluator(store, [rule])
+    fires = ev.run_until_idle()
+    assert [(f.rule, f.seq, f.target) for f in fires] == [("restart_same_error", 3, "h1")]
+    stored = store.execute(
+        "SELECT rule, hash, seq, at, target, level, effective_level, status, reasons, calls"
+        " FROM rule_fires"
+    ).fetchall()
+    assert len(stored) == 1
+    name, hash_, seq, at, target, level, eff, status, reasons, calls = stored[0]
+    assert (name, hash_, seq, at, target) == (
+        "restart_same_error",
+        rule.rule.hash,
+        3,
+        T0 + 2 * MIN,
+        "h1",
+    )
+    assert (level, eff, status) == ("hold", "notify", "fired")
+    assert any("not enforced" in r for r in json.loads(reasons))
+    assert json.loads(calls) == [
+        {
+            "fn": "count",
+            "field": None,
+            "selector": {"cause_digest": CAUSE, "harness": "h1", "type": "restart"},
+            "window_ms": 3_600_000,
+            "result": 3,
+        }
+    ]
+    assert read_cursor(store) == (4, T0 + 4 * MIN)
+
+
+class _FailingCommit(DefaultPolicy):
+    def before_commit(self, fires: Sequence[Fire], conn: sqlite3.Connection | None) -> None:
+        raise RuntimeError("crash between fires and cursor")
+
+
+def test_fires_and_cursor_commit_together_or_not_at_all(store: sqlite3.Connection) -> None:
+    rule = make_rule("r", RESTART_RULE)
+    insert(store, [row(T0 + i * MIN, "restart", cause_digest=CAUSE) for i in range(4)])
+    with pytest.raises(RuntimeError):
+        LiveEvaluator(store, [rule], policy=_FailingCommit()).step()
+    assert store.execute("SELECT count(*) FROM rule_fires").fetchone()[0] == 0
+    assert read_cursor(store) == (0, 0)
+    fires = LiveEvaluator(store, [rule]).run_until_idle()
+    assert [f.seq for f in fires] == [3, 4]
+    assert [f.seq for f in list_fires(store)] == [3, 4]
+
+
+def test_a_restarted_evaluator_resumes_with_a_warm_window_and_no_duplicates(
+    tmp_path: Path,
+) -> None:
+    rule = make_rule("r", RESTART_RULE)
+    rows = [row(T0 + i * 7 * MIN, "restart", cause_digest=CAUSE) for i in range(12)]
+    rows += [row(T0 + i * 7 * MIN + 1, "tool_call") for i in range(12)]
+    rows.sort(key=lambda r: r[0])
+    one = connect(tmp_path / "one.db")
+    insert(one, rows)
+    expected = [f.key() for f in LiveEvaluator(one, [rule]).run_until_idle()]
+    assert len(expected) >= 5
+
+    split = connect(tmp_path / "split.db")
+    got: list[Any] = []
+    for start in range(0, len(rows), 5):  # a new evaluator (a restart) every 5 rows
+        insert(split, rows[start : start + 5])
+        got.extend(f.key() for f in LiveEvaluator(split, [rule], batch_size=2).run_until_idle())
+    assert got == expected
+    assert [f.key() for f in list_fires(split)] == expected
+
+
+def test_an_erroring_rule_is_disabled_alone_and_stays_disabled_until_edited(
+    store: sqlite3.Connection,
+) -> None:
+    good = make_rule("good", RESTART_RULE)
+    bad = make_rule("bad", 'event.type == "restart" && int(event.path) > 0')
+    rows = [row(T0 + i * MIN, "restart", cause_digest=CAUSE, path="12") for i in range(2)]
+    rows += [row(T0 + (2 + i) * MIN, "restart", cause_digest=CAUSE, path="x.py") for i in range(3)]
+    insert(store, rows)
+    fires = LiveEvaluator(store, [good, bad]).run_until_idle()
+    assert [(f.rule, f.seq) for f in fires] == [
+        ("bad", 1),
+        ("bad", 2),
+        ("good", 3),
+        ("good", 4),
+        ("good", 5),
+    ]
+    state = store.execute("SELECT state, error, error_seq FROM rule_state WHERE name = 'bad'")
+    st, error, error_seq = state.fetchone()
+    assert st == "disabled" and error_seq == 3 and error
+    assert (
+        store.execute("SELECT state FROM rule_state WHERE name = 'good'").fetchone()[0] == "active"
+    )
+    assert (
+        store.execute("SELECT value FROM rule_counters WHERE name = 'rule_errors'").fetchone()[0]
+        == 1
+    )
+
+    insert(store, [row(T0 + 9 * MIN, "restart", cause_digest=CAUSE, path="7")])
+    again = LiveEvaluator(store, [good, bad])
+    assert [f.rule for f in again.run_until_idle()] == ["good"]  # bad stays disabled
+    assert "bad" in again.disabled
+
+    edited = make_rule("bad", 'event.type == "restart" && int(event.path) > 1')
+    insert(store, [row(T0 + 10 * MIN, "restart", cause_digest=CAUSE, path="8")])
+    fresh = LiveEvaluator(store, [good, edited])
+    assert sorted(f.rule for f in fresh.run_until_idle()) == ["bad", "good"]
+    assert (
+        store.execute("SELECT state FROM rule_state WHERE name = 'bad'").fetchone()[0] == "active"
+    )
+
+
+def _fake(rule: Rule, result: EvalResult) -> CompiledRule:
+    return CompiledRule(rule, lambda event, now, host: result)
+
+
+def test_budget_exhaustion_disables_with_its_error(store: sqlite3.Connection) -> None:
+    base = make_rule("spender", 'event.type == "restart"').rule
+    spender = _fake(base, EvalResult(False, (), 10_100, "cost limit exceeded"))
+    insert(store, [row(T0, "restart"), row(T0 + 1, "restart")])
+    ev = LiveEvaluator(store, [spender])
+    ev.run_until_idle()
+    assert ev.disabled == {"spender": "cost limit exceeded"}
+    assert store.execute("SELECT error FROM rule_state WHERE name='spender'").fetchone()[0] == (
+        "cost limit exceeded"
+    )
+
+
+def test_a_store_read_failure_is_a_store_error_not_a_rule_error(
+    store: sqlite3.Connection, tmp_path: Path
+) -> None:
+    rule = make_rule("r", RESTART_RULE)
+    insert(store, [row(T0 + i, "restart", cause_digest=CAUSE) for i in range(3)])
+    broken = sqlite3.connect(tmp_path / "elsewhere.db")
+    broken.close()
+
+    class BrokenSql(SqlHost):
+        pass
+
+    ev = LiveEvaluator(store, [rule], host_factory=lambda rules: BrokenSql(broken))
+    res = ev.step()
+    assert res.rows == 3 and res.fires == ()
+    assert [s.seq for s in res.store_errors] == [1, 2, 3]
+    assert ev.disabled == {}
+    assert store.execute("SELECT count(*) FROM rule_store_errors").fetchone()[0] == 3
+    assert (
+        store.execute("SELECT value FROM rule_counters WHERE name='store_errors'").fetchone()[0]
+        == 3
+    )
+    # The same rows through a working SQL host fire normally.
+    fine = RowEvaluator([rule], SqlHost(store))
+    from engine.rules.window import ROW_SELECT
+
+    out = [
+        f for r in store.execute(ROW_SELECT + " ORDER BY seq").fetchall() for f in fine.process(r)
+    ]
+    assert [f.seq for f in out] == [3]
+
+
+class Recorder:
+    """A policy that records every hook call, to check order and transaction state."""
+
+    row_kinds: frozenset[str] | None = frozenset({"tick"})
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def decide(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
+        self.calls.append(("decide", rule.name, row["seq"], now_ms))
+        return FireDecision("shadow", "annotate", ("recorded",))
+
+    def on_row(self, row: RowView, conn: sqlite3.Connection | None) -> None:
+        assert conn is None or conn.in_transaction
+        self.calls.append(("on_row", row["kind"], row["seq"]))
+
+    def before_commit(self, fires: Sequence[Fire], conn: sqlite3.Connection | None) -> None:
+        assert conn is not None and conn.in_transaction
+        assert all(f.id is not None for f in fires)
+        self.calls.append(("before_commit", [f.seq for f in fires]))
+
+    def after_commit(self, fires: Sequence[Fire]) -> None:
+        self.calls.append(("after_commit", [f.id for f in fires]))
+
+
+def test_policy_hooks_run_in_order_and_only_an_acting_evaluator_acts(
+    store: sqlite3.Connection,
+) -> None:
+    rule = make_rule("r", RESTART_RULE)
+    insert(store, [row(T0, "restart", cause_digest=CAUSE), row(T0 + 1, "tick")])
+    insert(store, [row(T0 + 2 + i, "restart", cause_digest=CAUSE) for i in range(2)])
+    rec = Recorder()
+    fires = LiveEvaluator(store, [rule], policy=rec).run_until_idle()
+    assert [(f.status, f.effective_level, f.reasons) for f in fires] == [
+        ("shadow", "annotate", ("recorded",))
+    ]
+    assert rec.calls == [
+        ("on_row", "tick", 2),
+        ("decide", "r", 4, T0 + 3),
+        ("before_commit", [4]),
+        ("after_commit", [fires[0].id]),
+    ]
+    follower_store = store
+    insert(follower_store, [row(T0 + 9, "restart", cause_digest=CAUSE)])
+    rec2 = Recorder()
+    follower = LiveEvaluator(follower_store, [rule], policy=rec2, acting=False)
+    assert len(follower.run_until_idle()) == 1
+    assert [c[0] for c in rec2.calls] == ["decide", "before_commit"]  # never after_commit
+
+
+def test_rows_failing_a_static_guard_are_never_evaluated(store: sqlite3.Connection) -> None:
+    rule = make_rule("r", RESTART_RULE)
+    rows = [row(T0 + i, "tool_call", tool="bash") for i in range(500)]
+    rows += [row(T0 + 600 + i, "restart", cause_digest=CAUSE) for i in range(4)]
+    insert(store, rows)
+    core = RowEvaluator([rule], fast_host_for([rule]))
+    from engine.rules.window import ROW_SELECT
+
+    fires = [f for r in store.execute(ROW_SELECT + " ORDER BY seq") for f in core.process(r)]
+    assert core.evaluations == 4
+    assert [f.seq for f in fires] == [503, 504]
+
+
+def test_default_policy_never_grants_hold_or_stop() -> None:
+    policy = DefaultPolicy()
+    for level, expected in (
+        ("annotate", "annotate"),
+        ("notify", "notify"),
+        ("hold", "notify"),
+        ("stop", "notify"),
+    ):
+        rule = make_rule("x", 'event.type == "a"', level=level).rule
+        decision = policy.decide(rule, "h", {}, 0)
+        assert (decision.status, decision.effective_level) == ("fired", expected)
+        assert bool(decision.reasons) == (level in ("hold", "stop"))
