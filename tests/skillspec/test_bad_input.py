@@ -1,0 +1,101 @@
+"""Hostile or broken files: a clear located error, bounded time and memory, never a traceback."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.skillspec.load import check_spec
+from tests.conftest import ROOT
+
+SKILLSPEC = [sys.executable, "-m", "engine.skillspec.cli"]
+
+
+def billion_laughs() -> str:
+    text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    names = "abcdefghi"
+    for prev, name in itertools.pairwise(names):
+        text += f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]\n"
+    return text
+
+
+CASES: dict[str, tuple[bytes, str]] = {
+    "malformed_yaml": (b"schema: skillspec/v0\nid: [unclosed\ntitle: x\n", "expected"),
+    "tab_indent": (b"schema: skillspec/v0\nroutes:\n\t- id: a\n", "tab"),
+    "non_utf8": (b"schema: skillspec/v0\nid: caf\xe9\n", "UTF-8"),
+    "binary": (b"\x7fELF\x02\x01\x01\x00\x00\x00" * 50, "binary"),
+    "ten_megabytes": (b"schema: skillspec/v0\n" + b"# padding line\n" * 700_000, "larger"),
+    "deep_flow_nesting": (b"a: " + b"[" * 10_000 + b"]" * 10_000 + b"\n", "nesting"),
+    "deep_map_nesting": (b"a: " + b"{a: " * 10_000 + b"1" + b"}" * 10_000 + b"\n", "nesting"),
+    "moderate_nesting": (b"a: " + b"[" * 500 + b"]" * 500 + b"\n", "deeper"),
+    "billion_laughs": (billion_laughs().encode(), "alias"),
+    "duplicate_key": (b"schema: skillspec/v0\nid: a\nid: b\n", "duplicate key `id`"),
+    "custom_tag": (b"schema: !!python/object:os.system x\n", "tag"),
+    "two_documents": (b"schema: skillspec/v0\n---\nid: a\n", "document"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_is_a_clear_error(tmp_path: Path, name: str) -> None:
+    raw, needle = CASES[name]
+    path = tmp_path / "skill.spec.yml"
+    path.write_bytes(raw)
+    start = time.perf_counter()
+    report = check_spec(path)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 5, f"{name} took {elapsed:.1f}s"
+    assert not report.ok
+    assert report.data is None
+    assert report.errors
+    text = " ".join(d.message for d in report.errors)
+    assert needle.lower() in text.lower(), text
+    assert all(d.location.file == str(path) for d in report.errors)
+
+
+def test_non_utf8_error_points_at_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "skill.spec.yml"
+    path.write_bytes(b"schema: skillspec/v0\nid: caf\xe9\n")
+    (diag,) = check_spec(path).errors
+    assert (diag.location.line, diag.location.col) == (2, 8)
+
+
+def test_missing_and_directory_paths(tmp_path: Path) -> None:
+    assert "cannot read" in check_spec(tmp_path / "nope.yml").errors[0].message
+    assert "cannot read" in check_spec(tmp_path).errors[0].message
+
+
+def test_empty_file_is_a_structure_error(tmp_path: Path) -> None:
+    path = tmp_path / "skill.spec.yml"
+    path.write_text("")
+    report = check_spec(path)
+    assert not report.ok and not report.unreadable
+    assert "expected struct SkillSpec" in report.errors[0].message
+
+
+@pytest.mark.parametrize("name", ["billion_laughs", "ten_megabytes", "deep_flow_nesting"])
+def test_cli_exits_2_without_traceback_in_bounded_memory(tmp_path: Path, name: str) -> None:
+    raw, needle = CASES[name]
+    path = tmp_path / "skill.spec.yml"
+    path.write_bytes(raw)
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from engine.skillspec.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert needle.lower() in proc.stderr.lower()
+    assert str(path) in proc.stderr
