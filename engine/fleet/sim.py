@@ -33,8 +33,8 @@ not exist with fewer harnesses is simply absent):
 - **restart_same_error** — h05: on days with ``day % 3 == 1``, four
   ``restart`` rows with cause :data:`RESTART_CAUSE`, 8-15 minutes apart,
   starting at 13:00-13:30 (so >= 3 within an hour, 15 times in 45 days).
-- **loop_guard** — h06: on odd days, 2-3 trips between its shift start and
-  shift end: 8 identical ``bash`` calls (same args digest, 3 s apart), then
+- **loop_guard** — h06: on odd days, 2-3 trips spread over its shift (each in
+  its own run): 8 identical ``bash`` calls (same args digest, 3 s apart), then
   ``loop_stopped`` (source loopguard, tool bash, that args digest, n=8), and
   the run finishes ``cancelled``.
 - **budget_exhausted** — h11 and h12 are one-shots: one nightly run at 02:00
@@ -202,10 +202,8 @@ def _interactive_day(day_rows: _Day, day: int, day0: int, quiet: bool) -> None:
     loop_trips: list[int] = []
     if planted and h == "h06" and day % 2 == 1:
         trips = 2 + int(rng.random() * 2)
-        loop_trips = sorted(
-            shift_start + int(rng.random() * (shift_end - shift_start - HOUR_MS))
-            for _ in range(trips)
-        )
+        span = (shift_end - shift_start - HOUR_MS) // trips
+        loop_trips = [shift_start + k * span + int(rng.random() * span / 2) for k in range(trips)]
     t = shift_start
     k = 0
     while t < shift_end:
@@ -213,7 +211,9 @@ def _interactive_day(day_rows: _Day, day: int, day0: int, quiet: bool) -> None:
         run = f"{h}-{day:03d}-{k:02d}"
         end = min(t + int((20 + rng.random() * 70) * MINUTE_MS), shift_end)
         d.run(t, "run_started", run)
-        trip = next((x for x in loop_trips if t <= x < end), None)
+        trip = None
+        if loop_trips and loop_trips[0] < end:
+            trip = max(loop_trips.pop(0), t + MINUTE_MS)
         if trip is not None:
             last = d.tool_calls(run, t, trip)
             args = _ARGS[int(rng.random() * 256)]
