@@ -5,7 +5,8 @@ stored fires, created holds and ran actions, every notify would go out twice
 and every stop would be issued twice. So one of them holds a lease (one row,
 ``id = 1``) and renews it; the other follows without acting and takes over
 only when the lease has expired, which is what happens when the holder is
-killed. Lease time is wall-clock time, on purpose: it measures whether a
+killed (at once when the dead holder was on this host: its pid is gone).
+Lease time is wall-clock time, on purpose: it measures whether a
 process is alive, not journal time.
 """
 
@@ -51,6 +52,23 @@ def current_lease(conn: sqlite3.Connection) -> LeaseInfo | None:
     return LeaseInfo(str(row[0]), int(row[1]), str(row[2]), int(row[3]), int(row[4]), int(row[5]))
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _dead_local_holder(info: LeaseInfo) -> bool:
+    """A holder on this host whose process is gone (killed) need not be waited for."""
+    return (
+        info.host == socket.gethostname() and info.pid != os.getpid() and not _pid_alive(info.pid)
+    )
+
+
 class Lease:
     """This process's claim on the store. ``held`` says whether it may act now.
 
@@ -83,7 +101,12 @@ class Lease:
             self.conn.execute("BEGIN IMMEDIATE")
         try:
             info = current_lease(self.conn)
-            if info is None or info.holder == self.holder or info.expired(now):
+            if (
+                info is None
+                or info.holder == self.holder
+                or info.expired(now)
+                or _dead_local_holder(info)
+            ):
                 acquired = now if info is None or info.holder != self.holder else info.acquired_at
                 self.conn.execute(
                     "INSERT INTO evaluator_lease (id, holder, pid, host, acquired_at, renewed_at, "
