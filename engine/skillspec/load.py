@@ -95,7 +95,7 @@ def check_spec(path: str | Path, *, resolve_files: bool = True) -> SpecReport:
         diag = Diagnostic("nesting too deep to parse", Location(name), code="yaml")
         return SpecReport(spec_path, None, text, (diag,), False, False, unreadable=True)
 
-    from engine.skillspec.schema import check_structure
+    from engine.skillspec.structure import check_structure
 
     errors = check_structure(doc.data, text, name)
     warnings: list[Diagnostic] = []

@@ -1,0 +1,301 @@
+"""A strict walk of a parsed spec over the grammar table, collecting every structural error.
+
+Scalar coercion follows the reference's YAML reader (serde_yaml 0.9):
+
+* a ``String`` field accepts any scalar and keeps its source text (``id: 42``
+  is the string ``"42"``), except inside the two "untagged" unions (code
+  source, recipe step), where the value must already be a string;
+* a ``bool`` field accepts only ``true``/``false``; ``yes``/``no`` are strings
+  under YAML 1.2 and therefore a type error;
+* an empty value (``routes:`` with nothing after it) is an empty list/map/
+  object, while ``~``/``null`` there is a type error; an ``Option`` is ``None``
+  for any null.
+
+The walker rewrites coerced string scalars (and empty values) in place, so
+downstream code (decide, tests) can rely on string fields being ``str`` and
+list fields being lists.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from engine.errors import Diagnostic, Location
+from engine.skillspec.schema import (
+    SPEC,
+    AnyValue,
+    Bool,
+    Enum,
+    Int,
+    Map,
+    Obj,
+    Opt,
+    Seq,
+    Str,
+    Type,
+    Untagged,
+)
+from engine.yamlsrc import LocDict, LocList
+
+_NULL_RE = re.compile(r"^(?:~|null|Null|NULL)$")
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+
+
+def _same_number(raw: str, value: float) -> bool:
+    """Whether ``raw`` spells ``value`` (so the source text can stand for it)."""
+    for parse in (float, lambda t: int(t, 0)):
+        try:
+            if parse(raw) == value:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def backticked(names: list[str] | tuple[str, ...]) -> str:
+    """``a``, ``b`` list as serde writes it after "expected"."""
+    quoted = [f"`{n}`" for n in names]
+    if not quoted:
+        return "nothing"
+    if len(quoted) == 1:
+        return quoted[0]
+    if len(quoted) == 2:
+        return f"{quoted[0]} or {quoted[1]}"
+    return "one of " + ", ".join(quoted)
+
+
+def describe(value: Any) -> str:
+    """What a value is, in the reference's "invalid type" words."""
+    if value is None:
+        return "unit value"
+    if isinstance(value, bool):
+        return f"boolean `{str(value).lower()}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value}`"
+    if isinstance(value, str):
+        return f'string "{value}"'
+    if isinstance(value, list):
+        return "sequence"
+    return "map"
+
+
+def expected_name(typ: Type) -> str:
+    if isinstance(typ, Str):
+        return "a string"
+    if isinstance(typ, Bool):
+        return "a boolean"
+    if isinstance(typ, Int):
+        return "u32" if typ.unsigned else "i64"
+    if isinstance(typ, Seq):
+        return "a sequence"
+    if isinstance(typ, Map):
+        return "a map"
+    if isinstance(typ, Obj):
+        return f"struct {typ.name}"
+    if isinstance(typ, Enum):
+        return "a variant name"
+    if isinstance(typ, Untagged):
+        return f"a {typ.name} mapping"
+    if isinstance(typ, Opt):
+        return expected_name(typ.inner)
+    return "a value"
+
+
+class StructureChecker:
+    """Walks a parsed spec against :data:`SPEC`, collecting every structural error."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.lines = text.splitlines()
+        self.file = file
+        self.errors: list[Diagnostic] = []
+
+    # -- helpers
+    def error(self, message: str, loc: Location, path: str, code: str = "structure") -> None:
+        self.errors.append(Diagnostic(message, loc, path=path, code=code))
+
+    def raw(self, loc: Location) -> str:
+        """The plain-scalar source text at ``loc`` (used to keep ``1.10`` as ``"1.10"``)."""
+        if not 1 <= loc.line <= len(self.lines):
+            return ""
+        text = self.lines[loc.line - 1][max(loc.col - 1, 0) :]
+        text = text.split(" #", 1)[0]
+        for stop in ",]}":
+            text = text.split(stop, 1)[0]
+        return text.strip()
+
+    def as_text(self, value: Any, loc: Location) -> str:
+        raw = self.raw(loc)
+        if value is None:
+            return raw if _NULL_RE.match(raw) else ""
+        if isinstance(value, bool):
+            return raw if _BOOL_RE.match(raw) else str(value).lower()
+        if isinstance(value, int | float):
+            same = _same_number(raw, value)
+            if same or (isinstance(value, float) and math.isnan(value) and "nan" in raw.lower()):
+                return raw
+            return str(value)
+        return str(value)
+
+    @staticmethod
+    def empty_plain(value: Any, raw: str) -> bool:
+        """An empty value (not an explicit ``~``/``null``), which serde reads as empty."""
+        return value is None and not _NULL_RE.match(raw)
+
+    # -- the walk
+    def check(
+        self,
+        value: Any,
+        typ: Type,
+        path: str,
+        loc: Location,
+        strict: bool = False,
+        anchor: Location | None = None,
+    ) -> Any:
+        """Check ``value`` against ``typ``; return the (possibly coerced) value.
+
+        ``anchor`` is where the value's key sits: missing fields of a nested
+        block mapping are reported on the key's line, which is where a reader
+        looks, rather than on the mapping's first (present) key.
+        """
+        if isinstance(typ, Opt):
+            if value is None:
+                return None
+            return self.check(value, typ.inner, path, loc, strict, anchor)
+        if isinstance(typ, AnyValue):
+            return value
+        if isinstance(typ, Str):
+            if isinstance(value, str):
+                return value
+            if isinstance(value, dict | list) or strict:
+                self.error(f"invalid type: {describe(value)}, expected a string", loc, path)
+                return value
+            return self.as_text(value, loc)
+        if isinstance(typ, Bool):
+            if not isinstance(value, bool):
+                self.error(f"invalid type: {describe(value)}, expected a boolean", loc, path)
+            return value
+        if isinstance(typ, Int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            if ok and typ.unsigned and not 0 <= value < 2**32:
+                self.error(f"invalid value: {describe(value)}, expected u32", loc, path)
+            elif not ok:
+                self.error(
+                    f"invalid type: {describe(value)}, expected {expected_name(typ)}", loc, path
+                )
+            return value
+        if isinstance(typ, Enum):
+            text = value if isinstance(value, str) else None
+            if text is None and not isinstance(value, dict | list):
+                text = self.as_text(value, loc)
+            if text is None:
+                self.error(f"invalid type: {describe(value)}, expected a variant name", loc, path)
+            elif text not in typ.values:
+                self.error(
+                    f"unknown variant `{text}`, expected {backticked(typ.values)}", loc, path
+                )
+            return value
+        if value is None and not strict and self.empty_plain(value, self.raw(loc)):
+            empty: Any = LocList(loc) if isinstance(typ, Seq) else LocDict(loc)
+            return self.check(empty, typ, path, loc, anchor=anchor)
+        if isinstance(typ, Seq):
+            if not isinstance(value, list):
+                self.error(f"invalid type: {describe(value)}, expected a sequence", loc, path)
+                return value
+            where = value.where if isinstance(value, LocList) else (lambda _i: loc)
+            for i, item in enumerate(value):
+                value[i] = self.check(item, typ.item, f"{path}[{i}]", where(i), strict)
+            return value
+        if not isinstance(value, dict):
+            self.error(f"invalid type: {describe(value)}, expected {expected_name(typ)}", loc, path)
+            return value
+        if isinstance(typ, Map):
+            for key in list(value):
+                value[key] = self.check(
+                    value[key],
+                    typ.value,
+                    f"{path}.{key}",
+                    self._val_loc(value, key, loc),
+                    strict,
+                    self._key_loc(value, key, loc),
+                )
+            return value
+        if isinstance(typ, Untagged):
+            return self.check_untagged(value, typ, path, anchor or loc)
+        return self.check_obj(value, typ, path, loc, strict, anchor or loc)
+
+    @staticmethod
+    def _val_loc(mapping: dict[str, Any], key: str, default: Location) -> Location:
+        if isinstance(mapping, LocDict):
+            return mapping.where_value(key)
+        return default
+
+    @staticmethod
+    def _key_loc(mapping: dict[str, Any], key: str, default: Location) -> Location:
+        if isinstance(mapping, LocDict):
+            return mapping.where(key)
+        return default
+
+    def check_obj(
+        self,
+        value: dict[str, Any],
+        typ: Obj,
+        path: str,
+        loc: Location,
+        strict: bool,
+        anchor: Location,
+    ) -> Any:
+        names = list(typ.fields)
+        for key in list(value):
+            child = f"{path}.{key}" if path else key
+            if key not in typ.fields:
+                self.error(
+                    f"unknown field `{key}`, expected {backticked(names)}",
+                    self._key_loc(value, key, loc),
+                    path or key,
+                    code="unknown_field",
+                )
+                continue
+            value[key] = self.check(
+                value[key],
+                typ.fields[key],
+                child,
+                self._val_loc(value, key, loc),
+                strict,
+                self._key_loc(value, key, loc),
+            )
+        for key in names:
+            if key in typ.required and key not in value:
+                self.error(f"missing field `{key}`", anchor, path, code="missing_field")
+        return value
+
+    def check_untagged(self, value: dict[str, Any], typ: Untagged, path: str, loc: Location) -> Any:
+        present = [k for k in typ.variants if k in value]
+        if len(present) != 1:
+            keys = backticked(list(typ.variants))
+            what = "none" if not present else ", ".join(f"`{k}`" for k in present)
+            self.error(
+                f"data did not match any variant of untagged enum {typ.name}: "
+                f"expected exactly one key of {keys}, found {what}",
+                loc,
+                path,
+                code="untagged",
+            )
+            return value
+        return self.check_obj(value, typ.variants[present[0]], path, loc, True, loc)
+
+
+def check_structure(data: Any, text: str, file: str) -> list[Diagnostic]:
+    """Every structural error of a parsed spec (unknown keys, types, missing fields)."""
+    checker = StructureChecker(text, file)
+    root = data.pos if isinstance(data, LocDict) else Location(file, 1, 1)
+    if not isinstance(data, dict):
+        checker.error(
+            f"invalid type: {describe(data)}, expected struct SkillSpec", root, "", "structure"
+        )
+        return checker.errors
+    checker.check(data, SPEC, "", root)
+    return checker.errors
