@@ -8,9 +8,11 @@ light/dark theme, and file reload.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import ClassVar
 
+from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -28,6 +30,7 @@ from console.panes.fleet import FleetPane
 from console.panes.holds import HoldsPane
 from console.panes.rules import RulesPane
 from engine.errors import HarnessError
+from engine.views.live import feed_live, run_evaluator, write_demo_history
 from engine.views.session import ConsoleOptions
 
 PANES = (
@@ -39,6 +42,17 @@ PANES = (
     ("explain", "Explain"),
     ("backtest", "Backtest"),
 )
+
+#: What takes focus when a pane is shown (never a hidden filter box).
+FOCUS = {
+    "fleet": "#fleet-table",
+    "fires": "#fires-table",
+    "rules": "#rules-table",
+    "holds": "#holds-table",
+    "decide": "#decide-input",
+    "explain": "#explain-steps",
+    "backtest": "#backtest-rule",
+}
 
 
 class HarnessConsole(App[int]):
@@ -63,7 +77,8 @@ class HarnessConsole(App[int]):
         self.context = context
         self.initial = initial
         self.watch_files = watch_files
-        self.sub_title = str(context.store_path)
+        self.sub_title = ("demo · " if context.options.demo else "") + str(context.store_path)
+        self._stop = threading.Event()
 
     def on_load(self) -> None:
         """Create/migrate the store before any pane's worker opens it."""
@@ -75,8 +90,36 @@ class HarnessConsole(App[int]):
             self.startup_error = None
 
     def on_mount(self) -> None:
+        self.call_after_refresh(self._focus_pane, self.initial)
         if self.startup_error is not None:
             self.show_error(self.startup_error)
+            return
+        if self.context.evaluate:
+            self._evaluate()
+            if self.context.options.demo:
+                self._demo_feed()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+    @work(thread=True, group="evaluator")
+    def _evaluate(self) -> None:
+        """The embedded evaluator: acts when it holds the store lease, else follows."""
+        opts = self.context.options
+        try:
+            run_evaluator(opts.store_path, opts.config, opts.policy_dir, self._stop)
+        except HarnessError as exc:
+            self.post_message(ShowError(f"Evaluator stopped: {exc.title}", str(exc)))
+
+    @work(thread=True, group="demo")
+    def _demo_feed(self) -> None:
+        """--demo: two simulated days of history, then one more day replayed live."""
+        store = self.context.store_path
+        try:
+            write_demo_history(store, self.context.clock())
+            feed_live(store, self._stop)
+        except HarnessError as exc:
+            self.post_message(ShowError(f"Demo feed stopped: {exc.title}", str(exc)))
 
     def compose(self) -> ComposeResult:
         ctx = self.context
@@ -109,11 +152,9 @@ class HarnessConsole(App[int]):
         self.call_after_refresh(self._focus_pane, pane)
 
     def _focus_pane(self, pane: str) -> None:
-        widget = self.query_one(f"#{pane}", TabPane)
-        for child in widget.query("*"):
-            if child.focusable:
-                child.focus()
-                return
+        target = FOCUS.get(pane)
+        if target:
+            self.query_one(f"#{pane} {target}").focus()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.active_pane))

@@ -27,6 +27,8 @@ class ConsoleContext:
     poll_interval: float = 0.15
     refresh_interval: float = 2.0
     live: bool = True
+    #: Run the embedded evaluator (behind the store lease) and, with --demo, the fleet feed.
+    evaluate: bool = True
 
     @property
     def store_path(self) -> Path:

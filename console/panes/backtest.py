@@ -1,38 +1,245 @@
-"""Backtest pane: pick or edit a rule, run it over recorded history in a worker."""
+"""Backtest pane: pick or edit a rule, run it over recorded history in a worker.
+
+The run happens in a thread worker that posts progress messages; ``escape``
+sets the cancel event the engine checks between batches. Lint runs on every
+edit with the evaluator's loader, so the errors shown are the ones the
+evaluator would report.
+"""
 
 from __future__ import annotations
 
+import threading
 from typing import ClassVar
 
+from rich.markup import escape
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.widgets import Static, TextArea
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Input, ProgressBar, Select, Static, TextArea
 
 from console.context import ConsoleContext
+from console.panes.fires import format_at
+from console.widgets.spark import bar
+from engine.errors import HarnessError
+from engine.rules.backtest import Progress
+from engine.rules.model import CompiledRule
+from engine.views.backtest import BacktestRun, lint_candidate, run_candidate
+from engine.views.rules import load_console_rules
+
+MAX_ROWS = 500
 
 
 class BacktestPane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "Run backtest"),
-        Binding("escape", "cancel", "Cancel", show=False),
+        Binding("ctrl+x", "cancel", "Cancel run"),
+        Binding("ctrl+e", "reset_editor", "Reset copy"),
     ]
+    DEFAULT_CSS = """
+    BacktestPane #backtest-top { height: 3; }
+    BacktestPane #backtest-rule { width: 1fr; }
+    BacktestPane #backtest-since { width: 30; }
+    BacktestPane #backtest-body { height: 1fr; }
+    BacktestPane #backtest-left { width: 1fr; }
+    BacktestPane #backtest-editor { height: 1fr; }
+    BacktestPane #backtest-lint { height: auto; max-height: 6; padding: 0 1; }
+    BacktestPane #backtest-right { width: 1fr; }
+    BacktestPane #backtest-summary { height: auto; max-height: 14; padding: 0 1; }
+    BacktestPane #backtest-progress { height: 1; padding: 0 1; }
+    """
+
+    class Rules(Message):
+        def __init__(self, rules: dict[str, CompiledRule]) -> None:
+            super().__init__()
+            self.rules = rules
+
+    class Advanced(Message):
+        def __init__(self, progress: Progress) -> None:
+            super().__init__()
+            self.progress = progress
+
+    class Finished(Message):
+        def __init__(self, run: BacktestRun | None, error: str = "") -> None:
+            super().__init__()
+            self.run = run
+            self.error = error
 
     def __init__(self, context: ConsoleContext) -> None:
         super().__init__(classes="pane")
         self.context = context
+        self.rules: dict[str, CompiledRule] = {}
         self.rule_name = ""
+        self.candidate: CompiledRule | None = None
+        self.cancel = threading.Event()
+        self.running = False
+        self.last_run: BacktestRun | None = None
+        self._pending: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("pick a rule in the Rules pane and press b", id="backtest-status")
-        yield TextArea("", id="backtest-editor", language="yaml")
+        with Horizontal(id="backtest-top"):
+            yield Select([], prompt="rule to backtest", id="backtest-rule")
+            yield Input(placeholder="since (e.g. 7d; empty = all)", id="backtest-since")
+        with Horizontal(id="backtest-body"):
+            with Vertical(id="backtest-left"):
+                yield TextArea("", id="backtest-editor", language="yaml", soft_wrap=False)
+                yield Static("", id="backtest-lint")
+            with Vertical(id="backtest-right"):
+                yield ProgressBar(id="backtest-progress", show_eta=False)
+                with VerticalScroll(id="backtest-summary"):
+                    yield Static("ctrl+r runs the rule (or your edited copy)", id="backtest-text")
+                table: DataTable[str] = DataTable(id="backtest-fires", cursor_type="row")
+                table.add_columns("seq", "at (UTC)", "target", "level", "status", "aggregates")
+                yield table
+
+    def on_mount(self) -> None:
+        self._load_rules()
+
+    def reload_rules(self) -> None:
+        """Called by the reloader when rule files change."""
+        self._load_rules()
+
+    @work(thread=True, exclusive=True, group="backtest-rules")
+    def _load_rules(self) -> None:
+        try:
+            result = load_console_rules(
+                self.context.options.config, self.context.options.policy_dir
+            )
+        except HarnessError as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            return
+        self.post_message(self.Rules({c.rule.name: c for c in result.rules}))
+
+    def on_backtest_pane_rules(self, message: Rules) -> None:
+        self.rules = message.rules
+        select = self.query_one("#backtest-rule", Select)
+        current = select.value
+        select.set_options([(n, n) for n in sorted(self.rules)])
+        wanted = self._pending or (current if isinstance(current, str) else None)
+        if wanted in self.rules:
+            select.value = wanted
+        self._pending = None
 
     def select_rule(self, name: str) -> None:
-        self.rule_name = name
-        self.query_one("#backtest-status", Static).update(f"rule {name}")
+        """Open ``name`` (from the Rules pane); waits for the rule list if needed."""
+        if name in self.rules:
+            self.query_one("#backtest-rule", Select).value = name
+        else:
+            self._pending = name
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id != "backtest-rule" or not isinstance(event.value, str):
+            return
+        self.rule_name = event.value
+        self.action_reset_editor()
+
+    def action_reset_editor(self) -> None:
+        rule = self.rules.get(self.rule_name)
+        if rule is not None:
+            self.query_one("#backtest-editor", TextArea).load_text(rule.rule.text)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        self._lint(event.text_area.text)
+
+    def _lint(self, text: str) -> None:
+        lint = self.query_one("#backtest-lint", Static)
+        if not text.strip():
+            self.candidate = None
+            lint.update("")
+            return
+        compiled, errors = lint_candidate(text, self.context.options.config)
+        self.candidate = compiled
+        if errors:
+            lint.update("\n".join(f"[red]{escape(str(d))}[/]" for d in errors[:5]))
+            return
+        current = self.rules.get(self.rule_name)
+        same = (
+            compiled is not None and current is not None and current.rule.hash == compiled.rule.hash
+        )
+        note = "same meaning as the current version" if same else "edited: will compare"
+        lint.update(f"[green]lint: clean[/] · {note}")
+
+    # -- running -----------------------------------------------------------------
 
     def action_run(self) -> None:
-        self.app.notify("backtest: not wired yet", severity="warning")
+        if self.running:
+            return
+        if self.candidate is None:
+            self.app.notify(
+                "nothing to run: pick a rule or fix the lint errors", severity="warning"
+            )
+            return
+        self.running = True
+        self.cancel = threading.Event()
+        self.query_one("#backtest-progress", ProgressBar).update(total=None, progress=0)
+        self.query_one("#backtest-text", Static).update("running … (ctrl+x cancels)")
+        since = self.query_one("#backtest-since", Input).value.strip() or None
+        self._run(self.candidate, self.rules.get(self.rule_name), since, self.cancel)
 
     def action_cancel(self) -> None:
-        pass
+        if self.running:
+            self.cancel.set()
+
+    @work(thread=True, exclusive=True, group="backtest")
+    def _run(
+        self,
+        candidate: CompiledRule,
+        current: CompiledRule | None,
+        since: str | None,
+        cancel: threading.Event,
+    ) -> None:
+        try:
+            conn = self.context.connect()
+            try:
+                run = run_candidate(
+                    conn,
+                    candidate,
+                    current,
+                    self.context.options.config,
+                    since=since,
+                    progress=lambda p: self.post_message(self.Advanced(p)),
+                    cancel=cancel,
+                )
+            finally:
+                conn.close()
+        except HarnessError as exc:
+            self.post_message(self.Finished(None, f"{exc.title}: {exc}"))
+            return
+        self.post_message(self.Finished(run))
+
+    def on_backtest_pane_advanced(self, message: Advanced) -> None:
+        p = message.progress
+        self.query_one("#backtest-progress", ProgressBar).update(
+            total=max(p.rows_total, 1), progress=p.rows_done
+        )
+
+    def on_backtest_pane_finished(self, message: Finished) -> None:
+        self.running = False
+        text = self.query_one("#backtest-text", Static)
+        if message.run is None:
+            text.update(f"[red]{escape(message.error)}[/]")
+            return
+        self.last_run = run = message.run
+        res = run.result
+        status = "[yellow]cancelled[/] " if res.cancelled else ""
+        lines = [
+            f"{status}[b]{len(res.fires)} would-be fires[/b] over {res.rows_evaluated:,} rows"
+            " (on recorded history; a rule about something that never happened backtests silent)",
+            "by status: " + (", ".join(f"{s} {n}" for s, n in run.by_status.items()) or "none"),
+        ]
+        if run.baseline is not None:
+            lines.append(
+                f"vs current version: [green]+{len(run.gained)} gained[/], "
+                f"[red]-{len(run.lost)} lost[/] ({len(run.baseline.fires)} before)"
+            )
+        days = run.per_day
+        top = max((n for _, n in days), default=0)
+        for day, n in days[-10:]:
+            lines.append(f"{day} {bar(n, top, 24):24} {n}")
+        text.update("\n".join(lines))
+        table = self.query_one("#backtest-fires", DataTable)
+        table.clear()
+        for f in res.fires[:MAX_ROWS]:
+            aggs = ", ".join(f"{c.fn}={c.result}" for c in f.calls)
+            table.add_row(str(f.seq), format_at(f.at), f.target, f.effective_level, f.status, aggs)

@@ -29,7 +29,7 @@ class ExplainPane(Vertical):
     """
 
     class Loaded(Message):
-        def __init__(self, fire_id: int, explanation: FireExplanation | None) -> None:
+        def __init__(self, fire_id: int, explanation: FireExplanation) -> None:
             super().__init__()
             self.fire_id = fire_id
             self.explanation = explanation
@@ -64,12 +64,9 @@ class ExplainPane(Vertical):
         self.post_message(self.Loaded(fire_id, exp))
 
     def on_explain_pane_loaded(self, message: Loaded) -> None:
-        if message.explanation is None:
-            self.app.notify(f"no fire with id {message.fire_id}", severity="error")
-            return
         self.explanation = message.explanation
         self.step = 0
-        self._render()
+        self._show_step()
         self.query_one("#explain-steps").focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -86,20 +83,21 @@ class ExplainPane(Vertical):
         if self.explanation is None:
             return
         self.step = max(0, min(self.step + delta, len(self.explanation.steps) - 1))
-        self._render()
+        self._show_step()
 
     def action_first(self) -> None:
         self.step = 0
-        self._render()
+        self._show_step()
 
-    def _render(self) -> None:
+    def _show_step(self) -> None:
         exp = self.explanation
         if exp is None:
             return
         total = len(exp.steps)
         self.query_one("#explain-title", Static).update(
             f"fire {exp.fire_id} · rule {escape(exp.rule)} · step {self.step + 1} of {total}"
-            "  (←/→ to step)"
+            + ("" if exp.consistent else " · [red]RECOMPUTE MISMATCH[/]")
+            + "  (←/→ to step)"
         )
         parts = []
         for i, step in enumerate(exp.steps[: self.step + 1]):

@@ -76,6 +76,13 @@ class FiresTable(DataTable[str]):
         super().action_scroll_home()
         self._paused()
 
+    def action_scroll_end(self) -> None:
+        """``end`` jumps back to the live tail (the pane re-follows)."""
+        self.post_message(self.JumpBack())
+
+    class JumpBack(Message):
+        """The operator asked to follow the tail again."""
+
     def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         super()._on_mouse_scroll_up(event)
         self._paused()
@@ -280,6 +287,9 @@ class FiresPane(Vertical):
                 self.following = True
                 self.new_count = 0
                 self._update_status()
+
+    def on_fires_table_jump_back(self, message: FiresTable.JumpBack) -> None:
+        self.action_jump_back()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic
-from engine.rules.lifecycle import Authority, iso_ms, level_decision, shadow_decision
+from engine.rules.lifecycle import Authority, level_decision, shadow_decision
 from engine.rules.loader import default_sources, load_rules
 from engine.rules.model import LoadResult, Rule
+from engine.views.explain import iso as iso_ms
 
 
 @dataclass(frozen=True, slots=True)

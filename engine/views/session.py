@@ -55,8 +55,14 @@ class ConsoleOptions:
                         Diagnostic("not a directory", Location(str(policy_dir)), path="--policy")
                     ],
                 )
-        elif cfg.policy_repos:
-            policy_dir = cfg.policy_repos[0].path / "rules"
+        elif demo:
+            from engine.views.live import write_demo_policy
+
+            policy_dir = write_demo_policy(store_path.parent / "policy")
+        if demo:
+            from engine.views.live import demo_config
+
+            cfg = demo_config(cfg)
         return cls(
             store_path=store_path,
             demo=demo,
@@ -77,6 +83,7 @@ class ConsoleOptions:
             dirs.add(_glob_root(pattern))
         if self.policy_dir is not None:
             dirs.add(self.policy_dir)
+        dirs.update(repo.path / "rules" for repo in self.config.policy_repos)
         dirs.add(self.starter_dir)
         dirs.add(self.config_file.parent)
         return sorted(d for d in dirs if d.is_dir())

@@ -1,0 +1,149 @@
+"""The evaluator the console embeds, and the simulated fleet ``--demo`` feeds it.
+
+The console runs the same live evaluator as ``harness evaluate --follow``,
+behind the store's lease: when another evaluator already acts on the store the
+console only follows (shows what that one records). The demo writes the
+simulator's history into a temporary store, then replays one more simulated
+day compressed in wall-clock time (``speed`` simulated seconds per second), so
+the starter pack's planted patterns fire within seconds of opening.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import cast
+
+from engine.config import HarnessConfig
+from engine.fleet.sim import DAY_MS, HOUR_MS, MINUTE_MS, day_rows, write_fleet
+from engine.journal.rows import InsertRow
+from engine.journal.writer import Committer
+from engine.rules.lease import Lease, Stepper, serve
+from engine.store.db import connect
+from engine.views.rules import load_console_rules
+
+#: The rule the demo enforces in memory (never written to any harness.toml)
+#: so that a hold appears; the operator's real config is untouched.
+DEMO_ENFORCE = "restart_same_error"
+#: The replayed day: its index is 1 mod 3 (restart burst at 13:00) and even
+#: (verify failures, collisions), and the replay starts shortly before 13:00.
+DEMO_DAY = 4
+DEMO_START_OFFSET_MS = 12 * HOUR_MS + 50 * MINUTE_MS
+DEMO_OVERRIDE = """\
+# Demo policy override of a starter rule: new content, so it runs in shadow.
+name: loop_guard_repeated
+description: Demo override, stricter than the starter rule (two trips in 6 hours).
+on: run_event
+when: >-
+  event.type == "loop_stopped" &&
+  count({"harness": event.harness, "type": "loop_stopped"}, duration("6h")) >= 2
+level: notify
+target: harness
+cooldown: 1h
+message: "{harness} tripped the loop guard twice (run {run})"
+"""
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def demo_config(base: HarnessConfig) -> HarnessConfig:
+    """``base`` plus the demo's in-memory enforce entry (nothing is written)."""
+    rules = dataclasses.replace(
+        base.rules, enforce=tuple(dict.fromkeys((*base.rules.enforce, DEMO_ENFORCE)))
+    )
+    return dataclasses.replace(base, rules=rules)
+
+
+def write_demo_policy(directory: Path) -> Path:
+    """Write the demo's policy override (a rule that shadows) into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "loop_guard_repeated.yml").write_text(DEMO_OVERRIDE, encoding="utf-8")
+    return directory
+
+
+def write_demo_history(store: Path, now_ms: int, *, days: int = 2, seed: int = 7) -> int:
+    """The simulator's last ``days`` full days before today, into ``store``; rows written."""
+    start = (now_ms // DAY_MS) * DAY_MS - days * DAY_MS
+    conn = connect(store)
+    try:
+        result = write_fleet(conn, days=days, seed=seed, start_ms=start, validate=False)
+    finally:
+        conn.close()
+    return int(getattr(result, "admitted", 0)) + int(getattr(result, "ticks", 0))
+
+
+def replay_rows(
+    start_wall_ms: int, *, speed: float, seed: int = 7, harnesses: int = 12
+) -> Iterator[InsertRow]:
+    """Demo-day rows re-stamped to wall time: sim time runs ``speed`` times faster."""
+    sim_day0 = 0
+    rows = day_rows(
+        DEMO_DAY, harnesses=harnesses, seed=seed, start_ms=sim_day0, quiet=False, ticks=True
+    )
+    origin = DEMO_DAY * DAY_MS + DEMO_START_OFFSET_MS
+    for row in rows:
+        if row[0] < origin:
+            continue
+        yield (start_wall_ms + int((row[0] - origin) / speed), *row[1:])
+
+
+def feed_live(
+    store: Path,
+    stop: threading.Event,
+    *,
+    speed: float = 400.0,
+    clock: Callable[[], int] = _wall_ms,
+    poll_s: float = 0.05,
+) -> int:
+    """Write replayed rows as their wall time comes, until ``stop``; return rows written."""
+    conn = connect(store, check_same_thread=False)
+    committer = Committer(conn)
+    written = 0
+    last_at = int(conn.execute("SELECT COALESCE(MAX(at), 0) FROM rule_journal").fetchone()[0])
+    pending = replay_rows(max(clock(), last_at + 1), speed=speed)
+    nxt = next(pending, None)
+    try:
+        while nxt is not None and not stop.is_set():
+            now = clock()
+            batch: list[InsertRow] = []
+            while nxt is not None and nxt[0] <= now:
+                batch.append(nxt)
+                nxt = next(pending, None)
+            if batch:
+                committer.import_history(batch, atomic=True, synth_ticks=False, validate=False)
+                written += len(batch)
+            stop.wait(poll_s)
+    finally:
+        conn.close()
+    return written
+
+
+def run_evaluator(
+    store: Path,
+    config: HarnessConfig,
+    policy_dir: Path | None,
+    stop: threading.Event,
+    *,
+    on_step: Callable[[object], None] | None = None,
+    poll_s: float = 0.05,
+) -> None:
+    """Evaluate the store while holding its lease (else follow) until ``stop`` is set."""
+    from engine.rules.lifecycle_run import open_live
+
+    conn = connect(store, check_same_thread=False)
+    try:
+        rules = load_console_rules(config, policy_dir).rules
+        lease = Lease(conn)
+
+        def build() -> Stepper:
+            evaluator, _policy = open_live(conn, rules, config, lease=lease)
+            return cast(Stepper, evaluator)
+
+        serve(lease, build, stop, poll_s=poll_s, on_step=on_step)
+    finally:
+        conn.close()
