@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.skillspec.decide import compile_spec
+from engine.skillspec.decide import compile_spec, decision_json_line
 from engine.skillspec.explain import explain
 from engine.skillspec.scenarios import compare_expectation, run_tests
 from engine.yamlsrc import load_yaml_file
@@ -68,6 +68,9 @@ def test_scenario_verdict_matches_reference(spec: str, index: int, expected: Any
     # explain must tell the same story as decide for every corpus input
     exp = explain(compiled, result.input)
     assert tuple(r.id for r in exp.rules if r.matched) == result.decision.matched_rule_ids
+    # the batch encoder writes exactly what json.dumps would
+    line = decision_json_line(result.decision)
+    assert line == json.dumps(result.decision.to_json(), ensure_ascii=False)
 
 
 def result_index(run: Any, result: Any) -> int:

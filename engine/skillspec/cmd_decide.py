@@ -10,15 +10,13 @@ readable report otherwise, with ``--json`` for machines everywhere.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
-from engine.skillspec.decide import CompiledSpec, compile_spec, decide
+from engine.skillspec.decide import CompiledSpec, compile_spec, decide, decision_json_line
 
 EXIT_OK, EXIT_FAILED = 0, 1
 MAX_INPUTS_BYTES = 256 * 1024 * 1024
@@ -26,32 +24,6 @@ MAX_INPUTS_BYTES = 256 * 1024 * 1024
 
 def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def _fallback_fingerprint(path: Path, data: Any) -> str:
-    """Used only until the loader's ``spec_fingerprint`` exists: spec bytes plus imports."""
-    h = hashlib.sha256(b"skillspec.resolved_spec/v0\n")
-    h.update(path.read_bytes())
-    imports = data.get("imports") if isinstance(data, dict) else None
-    if isinstance(imports, dict):
-        for iid, spec in imports.items():
-            if not isinstance(spec, dict) or not isinstance(spec.get("path"), str):
-                continue
-            h.update(
-                f"\nimport\n{iid}\n{spec['path']}\n{spec.get('section') or ''}\ncontent\n".encode()
-            )
-            target = path.parent / spec["path"]
-            if target.is_file():
-                h.update(target.read_bytes())
-    return "sha256:" + h.hexdigest()
-
-
-def _loader() -> Any:
-    """The spec checker module (another engineer's), or None while it does not exist."""
-    try:
-        return importlib.import_module("engine.skillspec.load")
-    except ImportError:
-        return None
 
 
 class LoadedSpec:
@@ -66,11 +38,9 @@ class LoadedSpec:
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            loader = _loader()
-            if loader is None:
-                self._fingerprint = _fallback_fingerprint(self.path, self.data)
-            else:
-                self._fingerprint = str(loader.spec_fingerprint(self.path))
+            from engine.skillspec.load import spec_fingerprint
+
+            self._fingerprint = spec_fingerprint(self.path)
         return self._fingerprint
 
 
@@ -79,22 +49,23 @@ def load_spec(spec: str) -> LoadedSpec:
     path = Path(spec)
     if not path.exists():
         raise InputError(f"{spec}: no such file", title="Cannot read spec")
-    loader = _loader()
-    if loader is None:  # the checker is not there yet: parse strictly, skip validation
-        from engine.yamlsrc import load_yaml_file
+    from engine.skillspec.load import check_spec
 
-        data: Any = load_yaml_file(path).data
-    else:
-        report = loader.check_spec(path)
-        if not report.ok or report.data is None:
-            raise CheckFailed(
-                f"{spec} does not validate; fix it before deciding or testing "
-                "(file checks must pass too, as in the reference)",
-                title="Spec does not validate",
-                diagnostics=report.diagnostics,
-            )
-        data = report.data
-    return LoadedSpec(path, compile_spec(data), data)
+    report = check_spec(path)
+    if report.unreadable or report.data is None:
+        raise InputError(
+            f"{spec}: cannot be read as YAML",
+            title="Cannot read spec",
+            diagnostics=report.diagnostics,
+        )
+    if not report.ok:
+        raise CheckFailed(
+            f"{spec} does not validate; fix it before deciding or testing "
+            "(file checks must pass too, as in the reference)",
+            title="Spec does not validate",
+            diagnostics=report.diagnostics,
+        )
+    return LoadedSpec(path, compile_spec(report.data), report.data)
 
 
 def _require_trace(loaded: LoadedSpec, trace_dir: str | None) -> None:
@@ -164,11 +135,10 @@ def cmd_decide(args: argparse.Namespace) -> int:
     if args.inputs is not None:
         texts = read_inputs(args.inputs)
         write = sys.stdout.write
-        dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
         for text in texts:
             if args.trace_dir:
                 _write_trace(loaded, args.trace_dir, text)
-            write(dumps(decide(compiled, text).to_json()) + "\n")
+            write(decision_json_line(decide(compiled, text)) + "\n")
         return EXIT_OK
     if args.trace_dir:
         _write_trace(loaded, args.trace_dir, args.input)

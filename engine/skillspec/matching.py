@@ -147,13 +147,14 @@ class PhraseIndex:
     :func:`contains_phrase` for each phrase, which tests check with random input.
     """
 
-    __slots__ = ("_first", "_ids", "_slow", "_word", "phrases")
+    __slots__ = ("_first", "_ids", "_multi", "_slow", "_word", "phrases")
 
     def __init__(self, phrases: Iterable[str]) -> None:
         self.phrases: list[str] = []
         self._ids: dict[str, int] = {}
         self._word: dict[str, list[int]] = {}
         self._first: dict[str, set[int]] = {}
+        self._multi: dict[tuple[str, ...], list[tuple[str, int]]] = {}
         self._slow: list[tuple[str, int]] = []
         for phrase in phrases:
             self.add(phrase)
@@ -176,7 +177,10 @@ class PhraseIndex:
             runs = _RUN.findall(spelling)
             fast = spelling[0] in _IDENT and spelling[-1] in _IDENT and not _has_border(spelling)
             if fast:
-                self._word.setdefault(spelling, []).append(pid)
+                if len(runs) == 1:
+                    self._word.setdefault(spelling, []).append(pid)
+                else:
+                    self._multi.setdefault(tuple(runs), []).append((spelling, pid))
                 self._first.setdefault(runs[0], set()).add(len(runs))
             else:
                 self._slow.append((spelling, pid))
@@ -189,19 +193,28 @@ class PhraseIndex:
         found: set[int] = set()
         first = self._first
         if first:
-            spans = [(m.start(), m.end(), m.group()) for m in _RUN.finditer(text)]
-            count = len(spans)
+            # A bounded occurrence of a spelling that starts and ends with identifier
+            # characters covers whole identifier runs of the input, so its runs equal
+            # a window of the input's runs; the literal check then settles separators.
+            tokens = _RUN.findall(text)
             word = self._word
-            for i, (start, _end, token) in enumerate(spans):
+            multi = self._multi
+            count = len(tokens)
+            for i, token in enumerate(tokens):
                 sizes = first.get(token)
                 if sizes is None:
                     continue
                 for size in sizes:
-                    last = i + size - 1
-                    if last < count:
-                        ids = word.get(text[start : spans[last][1]])
+                    if size == 1:
+                        ids = word.get(token)
                         if ids is not None:
                             found.update(ids)
+                    elif i + size <= count:
+                        spellings = multi.get(tuple(tokens[i : i + size]))
+                        if spellings is not None:
+                            for spelling, pid in spellings:
+                                if pid not in found and bounded_contains(text, spelling):
+                                    found.add(pid)
         for spelling, pid in self._slow:
             if pid not in found and spelling in text and bounded_contains(text, spelling):
                 found.add(pid)

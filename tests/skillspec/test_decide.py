@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from engine.skillspec.decide import (
     Decision,
     compile_spec,
     decide,
+    decision_json_line,
 )
 from engine.yamlsrc import parse_yaml
 
@@ -312,3 +314,24 @@ def test_many_rules_only_touched_ones_match() -> None:
     d = decide(compiled, "word7 and word250 and word3s, not words1, on the repo")
     assert d.matched_rule_ids == ("r3", "r7", "r250", "bool")
     assert d.forbid == ("f3", "f7", "f250") and d.elicit == ("q",)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["go", 'go "quoted" \\ back\nslash\ttab \x01 ctrl', "go café ☃ \u2028 emoji 🎉", "nothing"],
+)
+@pytest.mark.parametrize("with_routes", [True, False])
+def test_fast_json_line_is_identical_to_json_dumps(text: str, with_routes: bool) -> None:
+    rules = [
+        rule(
+            "r1",
+            "go",
+            prefer="b",
+            forbid=["x", "ü"],
+            allow={"k": {"n": [1, 2.5, None]}},
+            reason='say "hi"',
+        ),
+        rule("r2", "go", route_order=["b", "a"], elicit=["q"], after_success=["s"]),
+    ]
+    d = run(rules, text, None if with_routes else [])
+    assert decision_json_line(d) == json.dumps(d.to_json(), ensure_ascii=False)
