@@ -251,7 +251,10 @@ def check_imports(data: dict[str, Any], spec_path: str | Path) -> ImportsReport:
                 if section is not None:
                     found = has_section(content, section)
                     if not found:
-                        status, error = "missing_section", f"section {section!r} not found"
+                        status = "missing_section"
+                        error = (
+                            f"section {section!r} not found in {raw.strip()}; import fails closed"
+                        )
         entries.append(
             ImportEntry(
                 id=key,

@@ -182,6 +182,8 @@ class StructureChecker:
             ok = isinstance(value, int) and not isinstance(value, bool)
             if ok and typ.unsigned and not 0 <= value < 2**32:
                 self.error(f"invalid value: {describe(value)}, expected u32", loc, path)
+            elif ok and not typ.unsigned and not -(2**63) <= value < 2**63:
+                self.error(f"invalid value: {describe(value)}, expected i64", loc, path)
             elif not ok:
                 self.error(
                     f"invalid type: {describe(value)}, expected {expected_name(typ)}", loc, path

@@ -9,6 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.skillspec.load import check_spec
 from tests.conftest import ROOT
@@ -99,3 +102,93 @@ def test_cli_exits_2_without_traceback_in_bounded_memory(tmp_path: Path, name: s
     assert "Traceback" not in proc.stderr + proc.stdout
     assert needle.lower() in proc.stderr.lower()
     assert str(path) in proc.stderr
+
+
+# ---------------------------------------------------------------- never raises (property)
+
+SECTIONS = [
+    "routes",
+    "rules",
+    "states",
+    "elicitations",
+    "trace",
+    "dependencies",
+    "imports",
+    "resources",
+    "code",
+    "artifacts",
+    "recipes",
+    "commands",
+    "snippets",
+    "tests",
+    "entry",
+    "activation",
+]
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.sampled_from(["local", "r1", "yes", "", "a.md", "kind", "id", "cli", "../x"]),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "label",
+                    "path",
+                    "role",
+                    "kind",
+                    "prefer",
+                    "when",
+                    "steps",
+                    "requires",
+                    "imports",
+                    "used_by",
+                    "source",
+                    "inline",
+                    "file",
+                    "expect",
+                    "route",
+                    "choices",
+                    "question",
+                    "next",
+                    "note",
+                    "branch",
+                    "if",
+                    "then",
+                ]
+            ),
+            inner,
+            max_size=4,
+        ),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(SECTIONS), _values, max_size=4))
+def test_check_spec_never_raises_on_arbitrary_structures(
+    tmp_path_factory: pytest.TempPathFactory, sections: dict[str, object]
+) -> None:
+    doc = {"schema": "skillspec/v0", "id": "a", "title": "T", "description": "D", **sections}
+    path = tmp_path_factory.mktemp("fuzz") / "skill.spec.yml"
+    path.write_text(yaml.safe_dump(doc))
+    report = check_spec(path)
+    assert report.ok == (not report.errors)
+    assert all(d.location.line >= 1 for d in report.errors)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300))
+def test_check_spec_never_raises_on_arbitrary_bytes(
+    tmp_path_factory: pytest.TempPathFactory, raw: bytes
+) -> None:
+    path = tmp_path_factory.mktemp("fuzzb") / "skill.spec.yml"
+    path.write_bytes(b"schema: skillspec/v0\n" + raw)
+    report = check_spec(path)
+    assert not report.ok or report.data is not None
