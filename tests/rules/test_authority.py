@@ -321,10 +321,8 @@ def test_no_attempt_acts_and_each_is_reported(
     outcome = attempt(Setup(tmp_path, monkeypatch))
     assert not outcome.acted(), outcome
     assert expect in outcome.text(), outcome
-    assert (
-        any(f[0] != "restart_same_error" or "skips shadow" not in f[3] for f in outcome.fires)
-        or outcome.notes
-    ), "the attempt never fired"
+    # the attacker's rule was either refused at load/config or did fire (and was capped)
+    assert outcome.notes or any("starter rule: skips shadow" not in f[3] for f in outcome.fires)
     why = outcome.reported()
     assert why, f"{attempt.__name__}: nothing reported: {outcome}"
     sys.stderr.write(f"\n{attempt.__name__}: did not act; {why}\n")
