@@ -299,5 +299,30 @@ def check_structure(data: Any, text: str, file: str) -> list[Diagnostic]:
             f"invalid type: {describe(data)}, expected struct SkillSpec", root, "", "structure"
         )
         return checker.errors
+    too_deep = _deeper_than(data, MAX_NESTING)
+    if too_deep is not None:
+        checker.error(
+            f"recursion limit exceeded: nesting deeper than {MAX_NESTING} levels",
+            too_deep,
+            "",
+            "nesting",
+        )
+        return checker.errors
     checker.check(data, SPEC, "", root)
     return checker.errors
+
+
+#: The reference's YAML reader refuses documents nested deeper than this.
+MAX_NESTING = 128
+
+
+def _deeper_than(data: Any, limit: int) -> Location | None:
+    """Where the first mapping or sequence nested deeper than ``limit`` starts, if any."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return node.pos if isinstance(node, LocDict | LocList) else None
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return None

@@ -131,3 +131,20 @@ def test_u32_rejects_out_of_range(tmp_path: Path) -> None:
     )
     report = check_spec(write(tmp_path, spec(body)), resolve_files=False)
     assert any("u32" in m for m in _errors(report))
+
+
+def test_nesting_limit_matches_reference_reader(tmp_path: Path) -> None:
+    def nested(depth: int) -> str:
+        # metadata is free-form; the whole document adds two levels (root, metadata)
+        return HEADER + "metadata:\n  deep: " + "[" * depth + "]" * depth + "\n"
+
+    assert check_spec(write(tmp_path, nested(126))).ok
+    report = check_spec(write(tmp_path, nested(127)))
+    assert not report.ok
+    assert "recursion limit" in report.errors[0].message
+    assert report.errors[0].location.line == 6
+
+
+def test_rank_outside_i64_is_rejected(tmp_path: Path) -> None:
+    text = spec("  - id: big\n    label: B\n    rank: 9223372036854775808\n")
+    assert any("i64" in m for m in _errors(check_spec(write(tmp_path, text))))
