@@ -140,17 +140,9 @@ MAX_PATH = 4096
 N_MIN, N_MAX = -(2**31), 2**31 - 1
 AT_MAX = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
-_ALLOWED: dict[str, frozenset[int]] = {
-    kind: frozenset(INSERT_INDEX[f] for f in fields) for kind, fields in FIELDS_BY_KIND.items()
-}
 _REQUIRED: dict[str, tuple[int, ...]] = {
     t: tuple(INSERT_INDEX[f] for f in fields) for t, fields in REQUIRED_BY_TYPE.items()
 }
-_IDENT_IDX = frozenset(INSERT_INDEX[f] for f in IDENT_FIELDS)
-_DIGEST_IDX = frozenset(INSERT_INDEX[f] for f in DIGEST_FIELDS)
-_PATH_IDX = INSERT_INDEX["path"]
-_OUTCOME_IDX = INSERT_INDEX["outcome"]
-_N_IDX = INSERT_INDEX["n"]
 _OUTCOME_SET = frozenset(OUTCOMES)
 _ident_match = IDENT_RE.fullmatch
 _digest_match = DIGEST_RE.fullmatch
@@ -182,11 +174,62 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+_IDENT, _DIGEST, _PATH, _OUTCOME, _N = range(5)
+_CODE = {
+    **{f: _IDENT for f in IDENT_FIELDS},
+    **{f: _DIGEST for f in DIGEST_FIELDS},
+    "path": _PATH,
+    "outcome": _OUTCOME,
+    "n": _N,
+}
+#: Per kind: (index, shape code) of the columns it may carry, and the indexes it may not.
+_PLAN: dict[str, tuple[tuple[tuple[int, int], ...], tuple[int, ...]]] = {
+    kind: (
+        tuple((INSERT_INDEX[f], _CODE[f]) for f in fields),
+        tuple(i for i in range(4, 15) if INSERT_COLUMNS[i] not in fields),
+    )
+    for kind, fields in FIELDS_BY_KIND.items()
+}
+#: Strings already known to have a shape. Fleets repeat the same harness, run,
+#: tool and path names, so a set lookup replaces most regex matches; the cache
+#: is bounded and cleared when full.
+_KNOWN: tuple[set[str], set[str], set[str]] = (set(), set(), set())
+_KNOWN_MAX = 100_000
+
+
+def _bad_shape(i: int, code: int, v: object) -> RowError | None:
+    """None if ``v`` has the shape ``code`` wants, else the refusal."""
+    name = INSERT_COLUMNS[i]
+    if code == _IDENT:
+        if type(v) is str and _ident_match(v):
+            return None
+        return RowError(name, f"not an identifier ([A-Za-z0-9._:/@+-], 1-256 chars): {_short(v)}")
+    if code == _DIGEST:
+        if type(v) is str and _digest_match(v):
+            return None
+        return RowError(name, f"not a digest (sha256:<64 hex>): {_short(v)}")
+    if code == _PATH:
+        if type(v) is not str or not v:
+            return RowError("path", f"must be a non-empty string, got {_short(v)}")
+        if len(v) > MAX_PATH:
+            return RowError("path", f"too long ({len(v)} chars, at most {MAX_PATH})")
+        if not v.isprintable():
+            return RowError("path", f"contains control or non-printable characters: {_short(v)}")
+        return None
+    if code == _OUTCOME:
+        if v in _OUTCOME_SET:
+            return None
+        return RowError("outcome", f"unknown outcome {_short(v)} (expected: {', '.join(OUTCOMES)})")
+    if type(v) is int and N_MIN <= v <= N_MAX:
+        return None
+    return RowError("n", f"must be an integer within ±2**31, got {_short(v)}")
+
+
 def check_values(values: InsertRow) -> None:
     """Refuse ``values`` (an insert tuple, ``at`` included) unless every column is well-formed.
 
-    Kept as one flat function over a tuple because admission and the 45-day
-    simulator both run it millions of times.
+    Kept flat and cached because admission and the 45-day simulator run it
+    millions of times.
     """
     if len(values) != 15:
         raise RowError("row", f"expected 15 columns, got {len(values)}")
@@ -206,36 +249,29 @@ def check_values(values: InsertRow) -> None:
             f"source {_short(source)} cannot write {kind} rows "
             f"(expected: {', '.join(SOURCES_BY_KIND[kind])})",
         )
-    allowed = _ALLOWED[kind]
-    for i in range(4, 15):
+    checks, absent = _PLAN[kind]
+    for i in absent:
+        if values[i] is not None:
+            raise RowError(INSERT_COLUMNS[i], f"{kind} rows do not carry this field")
+    known = _KNOWN
+    for i, code in checks:
         v = values[i]
         if v is None:
             continue
-        if i not in allowed:
-            raise RowError(INSERT_COLUMNS[i], f"{kind} rows do not carry this field")
-        if i in _IDENT_IDX:
-            if type(v) is not str or not _ident_match(v):
-                raise RowError(
-                    INSERT_COLUMNS[i],
-                    f"not an identifier ([A-Za-z0-9._:/@+-], 1-256 chars): {_short(v)}",
-                )
-        elif i in _DIGEST_IDX:
-            if type(v) is not str or not _digest_match(v):
-                raise RowError(INSERT_COLUMNS[i], f"not a digest (sha256:<64 hex>): {_short(v)}")
-        elif i == _PATH_IDX:
-            if type(v) is not str or not v:
-                raise RowError("path", f"must be a non-empty string, got {_short(v)}")
-            if len(v) > MAX_PATH:
-                raise RowError("path", f"too long ({len(v)} chars, at most {MAX_PATH})")
-            if not v.isprintable():
-                raise RowError("path", f"contains control or non-printable characters: {_short(v)}")
-        elif i == _OUTCOME_IDX:
-            if v not in _OUTCOME_SET:
-                raise RowError(
-                    "outcome", f"unknown outcome {_short(v)} (expected: {', '.join(OUTCOMES)})"
-                )
-        elif i == _N_IDX and (type(v) is not int or not N_MIN <= v <= N_MAX):
-            raise RowError("n", f"must be an integer within ±2**31, got {_short(v)}")
+        if code < _OUTCOME:
+            cache = known[code]
+            if v in cache:
+                continue
+            err = _bad_shape(i, code, v)
+            if err is not None:
+                raise err
+            if len(cache) >= _KNOWN_MAX:
+                cache.clear()
+            cache.add(v)
+        else:
+            err = _bad_shape(i, code, v)
+            if err is not None:
+                raise err
     for i in _REQUIRED[typ]:
         if values[i] is None:
             raise RowError(INSERT_COLUMNS[i], f"required for {typ} rows")
@@ -255,9 +291,9 @@ def row_from_mapping(obj: object, *, with_at: bool) -> InsertRow:
     """
     if not isinstance(obj, Mapping):
         raise RowError("row", f"expected a JSON object, got {type(obj).__name__}")
-    for key in obj:
-        if key not in _KNOWN_KEYS:
-            raise RowError(str(key)[:60], "unknown field (rows carry only the journal columns)")
+    if not _KNOWN_KEYS.issuperset(obj):
+        unknown = next(k for k in obj if k not in _KNOWN_KEYS)
+        raise RowError(str(unknown)[:60], "unknown field (rows carry only the journal columns)")
     if "seq" in obj:
         raise RowError("seq", "assigned at admission; rows must not carry it")
     if with_at:
@@ -279,7 +315,24 @@ def row_from_mapping(obj: object, *, with_at: bool) -> InsertRow:
     source = obj.get("source")
     if source is None and isinstance(typ, str):
         source = DEFAULT_SOURCE_BY_TYPE.get(typ)
-    values = (at, kind, typ, source, *(obj.get(c) for c in OPTIONAL_COLUMNS))
+    get = obj.get
+    values = (
+        at,
+        kind,
+        typ,
+        source,
+        get("harness"),
+        get("project"),
+        get("run"),
+        get("tool"),
+        get("outcome"),
+        get("path"),
+        get("cause_digest"),
+        get("args_digest"),
+        get("other_harness"),
+        get("fact"),
+        get("n"),
+    )
     check_values(values)
     return values
 

@@ -42,6 +42,26 @@ def test_flooding_ten_times_the_capacity_never_blocks_and_counts_drops(tmp_path:
     assert js.dropped == stats.dropped
 
 
+def test_offers_never_wait_for_a_locked_store(tmp_path: Path) -> None:
+    store = tmp_path / "j.db"
+    capacity = 1_000
+    writer = JournalWriter(store, capacity=capacity, batch=100, ticks=False)
+    blocker = connect(store)
+    blocker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    writer.start()
+    t0 = time.perf_counter()
+    results = [writer.offer({"type": "tool_call", "harness": "h1", "tool": "t"})
+               for _ in range(10 * capacity)]  # fmt: skip
+    offering = time.perf_counter() - t0
+    blocker.execute("COMMIT")
+    stats = writer.close()
+    # The committer waits on the lock (busy timeout); the writers do not.
+    assert offering < 1.0, f"10,000 offers took {offering:.2f} s against a locked store"
+    assert sum(results) <= capacity + 100
+    assert stats.dropped == 10 * capacity - sum(results)
+    assert stats.admitted == sum(results)
+
+
 def test_bad_rows_offered_are_refused_and_counted_not_raised(tmp_path: Path) -> None:
     store = tmp_path / "j.db"
     with JournalWriter(store, ticks=False) as writer:
