@@ -351,17 +351,12 @@ def test_each_starter_rule_fires_on_its_pattern() -> None:
             }
         )
         ev.append({"kind": "run_event", "type": "restart", "harness": "h2", "cause_digest": D2})
-        ev.append({"kind": "run_event", "type": "loop_stopped", "harness": "h3", "run": "x"})
+        if i:  # two trips in a day are already "repeatedly"
+            ev.append({"kind": "run_event", "type": "loop_stopped", "harness": "h3", "run": "x"})
         ev.append({"kind": "run_event", "type": "budget_exhausted", "harness": "h4"})
-        ev.append(
-            {
-                "kind": "graph_event",
-                "type": "churn",
-                "harness": "h5",
-                "run": f"run{i}",
-                "path": "src/app.py",
-            }
-        )
+    for _ in range(10):
+        ev.append({"kind": "graph_event", "type": "file_edited", "harness": "h5", "path": "a.py"})
+    ev.append({"kind": "graph_event", "type": "churn", "harness": "h5", "path": "a.py", "n": 10})
     ev.append(
         {
             "kind": "graph_event",
@@ -373,3 +368,41 @@ def test_each_starter_rule_fires_on_its_pattern() -> None:
     )
     hits = replay(journal(ev))
     assert hits == {name: 1 for name in STARTER_NAMES}
+
+
+def test_quiet_churn_needs_ten_edits_in_three_hours() -> None:
+    edits: list[dict[str, object]] = [
+        {"kind": "graph_event", "type": "file_edited", "harness": "h5", "path": "a.py"}
+    ] * 9
+    churn = {"kind": "graph_event", "type": "churn", "harness": "h5", "path": "a.py", "n": 9}
+    assert replay(journal([*edits, churn]))["file_churn"] == 0
+    # ten edits, but spread over more than three hours: the older ones fall out of the window
+    assert replay(journal([*edits, edits[0], churn], step_ms=30 * 60_000))["file_churn"] == 0
+    assert replay(journal([*edits, edits[0], churn]))["file_churn"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quiet", [False, True])
+def test_starter_pack_on_the_simulated_fleet(tmp_path: Path, quiet: bool) -> None:
+    """Three simulated days hold every planted pattern (engine.fleet.sim docstring)."""
+    from collections import Counter
+
+    from engine.fleet.sim import write_fleet
+    from engine.rules.backtest import resolve_range, run_backtest
+    from engine.store.db import connect
+
+    conn = connect(tmp_path / "fleet.db")
+    write_fleet(conn, days=3, quiet=quiet, validate=False)
+    res = run_backtest(conn, list(starter().values()), resolve_range(conn, from_seq=1))
+    per_rule = Counter(f.rule for f in res.fires)
+    if quiet:
+        assert per_rule == Counter()
+    else:
+        assert set(per_rule) == STARTER_NAMES, per_rule
+        assert {f.target for f in res.fires if f.rule == "restart_same_error"} == {"h05"}
+        assert {f.target for f in res.fires if f.rule == "loop_guard_repeated"} == {"h06"}
+        assert {f.target for f in res.fires if f.rule == "budget_exhausted_repeatedly"} <= {
+            "h11",
+            "h12",
+        }
+        assert {f.target for f in res.fires if f.rule == "verify_same_failure"} <= {"h03", "h09"}
