@@ -272,9 +272,13 @@ def walk(node: Node, depth: int = 0) -> list[tuple[Node, int]]:
     while stack:
         n, d = stack.pop()
         out.append((n, d))
-        inner = d + 1 if n.kind == "comp" else d
+        if n.kind == "comp" and len(n.args) == 5:
+            # range and initial value are evaluated once, outside the loop
+            rng, init, cond, step, result = n.args
+            stack.extend([(result, d + 1), (step, d + 1), (cond, d + 1), (init, d), (rng, d)])
+            continue
         for child in reversed(n.children()):
-            stack.append((child, inner))
+            stack.append((child, d))
     return out
 
 

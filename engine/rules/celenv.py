@@ -211,7 +211,7 @@ class CelEnvironment:
         try:
             expr = env.compile(when)
         except RuntimeError as exc:
-            return None, parse_cel_errors(str(exc))
+            return None, [self._friendly(kind, e) for e in parse_cel_errors(str(exc))]
         except Exception as exc:  # defensive: the binding may raise other types
             return None, [CelError(1, 1, f"cannot compile: {exc}")]
         rtype = expr.return_type()
@@ -221,6 +221,16 @@ class CelEnvironment:
                 CelError(1, 1, f"`when` must be a bool expression, but its type is {name}")
             ]
         return expr, []
+
+    @staticmethod
+    def _friendly(kind: str, err: CelError) -> CelError:
+        """Say "not a field of run_event events" rather than the generated type name."""
+        m = re.match(r"undefined field '([^']*)' not found in struct '[^']*'", err.message)
+        if not m:
+            return err
+        fields = ", ".join(f for f, _ in KINDS[kind])
+        msg = f"undefined field '{m.group(1)}': not a field of {kind} events (fields: {fields})"
+        return CelError(err.line, err.col, msg)
 
     def make_runner(
         self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.durations import DurationError, format_duration_ms, parse_duration_ms
+from engine.durations import DurationError, parse_duration_ms
 from engine.rules.celast import CheckedAst, Node, walk
 from engine.rules.model import (
     MAX_PRIMITIVE_CALLS,
@@ -214,7 +214,3 @@ def check_ast(ast: CheckedAst, cost_limit: int) -> CheckReport:
             )
         )
     return CheckReport(tuple(findings), tuple(specs), static_cost, base)
-
-
-def describe_window(ms: int) -> str:
-    return format_duration_ms(ms)

@@ -223,3 +223,10 @@ def test_environment_is_shared() -> None:
 def test_common_fields_exist_on_every_kind(kind: str) -> None:
     cr = rule('event.seq >= 0 && event.kind == "' + kind + '" && event.source != "x"', on=kind)
     assert cr.evaluate(row(kind=kind), 0, FixedHost()).matched
+
+
+def test_every_compile_error_is_reported_with_a_friendly_field_message() -> None:
+    msgs = errors_of('event.foo == 1 && event.bar == "x"')
+    assert len(msgs) == 2
+    assert msgs[0].startswith("undefined field 'foo': not a field of run_event events")
+    assert "harness" in msgs[0] and "RunEvent" not in msgs[0]

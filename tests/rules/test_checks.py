@@ -124,3 +124,17 @@ def test_decoder_sees_every_node_kind() -> None:
     assert kinds >= {"map", "list", "const", "call", "select", "ident", "comp"}
     report = check_ast(ast, 10_000)
     assert report.findings == () and report.primitives == ()
+
+
+def test_a_comprehension_in_another_ones_range_is_not_nested() -> None:
+    # the range is evaluated once, outside the loop: only loop bodies nest
+    ranged = "[1, 2].map(a, a + 1).map(b, b * 2).all(c, [c].all(d, d > 0))"
+    msgs, rule = load(ranged)
+    assert rule is not None, msgs
+    rejected("[1].all(a, [2].all(b, [3].map(c, c).size() > 0))", "nest deeper")
+
+
+def test_a_primitive_in_a_comprehension_range_runs_once_and_is_allowed() -> None:
+    msgs, rule = load(f"[{C}].all(x, x >= 0)")
+    assert rule is not None, msgs
+    assert len(rule.rule.primitives) == 1  # type: ignore[attr-defined]
