@@ -34,6 +34,17 @@ BASIS_ROUTE_ORDER = "route_order_default"
 BASIS_DEFAULT = "default_route_order"
 DEFAULT_REASON = "selected first route by rank/default order"
 _NO_RANK = 2**63 - 1
+_enc = json_encoder.encode_basestring  # the C string encoder json.dumps uses (no ASCII escaping)
+
+
+def _enc_opt(value: str | None) -> str:
+    return "null" if value is None else _enc(value)
+
+
+def _enc_list(values: Sequence[str]) -> str:
+    return "[" + ", ".join(map(_enc, values)) + "]"
+
+
 _KNOWN_WHEN = frozenset(("user_says_any", "user_says_all_groups", *BOOLEAN_PREDICATES))
 
 
@@ -41,6 +52,8 @@ _KNOWN_WHEN = frozenset(("user_says_any", "user_says_all_groups", *BOOLEAN_PREDI
 class MatchedRule:
     id: str
     reason: str | None
+    #: this entry already encoded as JSON (filled once per rule at compile time)
+    json: str = field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +79,8 @@ class CompiledRule:
 
     @property
     def entry(self) -> MatchedRule:
-        return MatchedRule(self.id, self.reason)
+        encoded = f'{{"id": {_enc(self.id)}, "reason": {_enc_opt(self.reason)}}}'
+        return MatchedRule(self.id, self.reason, encoded)
 
     @property
     def only_any(self) -> bool:
@@ -130,7 +144,7 @@ class TraceEvent:
     data: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     input: str
     route: str | None
@@ -520,17 +534,6 @@ def _events(
     return tuple(log)
 
 
-_enc = json_encoder.encode_basestring  # the C string encoder json.dumps uses (no ASCII escaping)
-
-
-def _enc_opt(value: str | None) -> str:
-    return "null" if value is None else _enc(value)
-
-
-def _enc_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(map(_enc, values)) + "]"
-
-
 def decision_json_line(decision: Decision) -> str:
     """``json.dumps(decision.to_json(), ensure_ascii=False)``, built about twice as fast.
 
@@ -551,7 +554,8 @@ def decision_json_line(decision: Decision) -> str:
         else "{}"
     )
     matched = ", ".join(
-        f'{{"id": {_enc(m.id)}, "reason": {_enc_opt(m.reason)}}}' for m in decision.matched_rules
+        m.json or f'{{"id": {_enc(m.id)}, "reason": {_enc_opt(m.reason)}}}'
+        for m in decision.matched_rules
     )
     return (
         f'{{"input": {_enc(decision.input)}, "route": {_enc_opt(decision.route)}, '
