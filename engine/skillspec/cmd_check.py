@@ -88,6 +88,8 @@ def cmd_imports_check(args: argparse.Namespace) -> int:
     out = sys.stdout
     for entry in imports.imports:
         section = f" #{entry.section}" if entry.section else ""
+        if entry.section_lines is not None:
+            section += f" ({entry.section_lines} lines)"
         flags = f" [{', '.join(entry.flags)}]" if entry.flags else ""
         line = f"{entry.status:16} {entry.id}: {entry.path}{section}{flags}"
         if entry.error:

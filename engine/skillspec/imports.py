@@ -41,6 +41,8 @@ class ImportEntry:
     load: str
     section: str | None
     section_found: bool | None
+    #: Lines of the extracted section (heading and children), when one was found.
+    section_lines: int | None
     requires: tuple[str, ...]
     status: str  # ok | invalid_path | missing_file | missing_section
     error: str | None
@@ -60,6 +62,7 @@ class ImportEntry:
             "load": self.load,
             "section": self.section,
             "section_found": self.section_found,
+            "section_lines": self.section_lines,
             "requires": list(self.requires),
             "status": self.status,
             "error": self.error,
@@ -143,18 +146,19 @@ def has_section(text: str, section: str) -> bool:
     return False
 
 
-def extract_section(text: str, section: str) -> str | None:
+def extract_section(text: str, section: str, *, fences: bool = True) -> str | None:
     """The heading named ``section`` and its children; ``None`` when it is absent.
 
     The section ends at the next heading of the same or a higher level;
-    ``#`` lines inside fenced code blocks are not headings.
+    ``#`` lines inside fenced code blocks are not headings (``fences=False``
+    reads every ``#`` line as one, which is how the reference finds sections).
     """
     want = _norm_heading(section)
     lines = text.splitlines(keepends=True)
     in_fence = False
     start = level = -1
     for i, line in enumerate(lines):
-        if _FENCE.match(line):
+        if fences and _FENCE.match(line):
             in_fence = not in_fence
             continue
         if in_fence:
@@ -232,6 +236,7 @@ def check_imports(data: dict[str, Any], spec_path: str | Path) -> ImportsReport:
         requires = import_graph({key: imp})[key]
         loc = _where(imp, "path", _where(imports, key, Location(file)))
         status, error, resolved, found = "ok", None, None, None
+        lines: int | None = None
         flags: list[str] = []
         problem = path_problem(raw)
         if problem:
@@ -250,6 +255,10 @@ def check_imports(data: dict[str, Any], spec_path: str | Path) -> ImportsReport:
             else:
                 if section is not None:
                     found = has_section(content, section)
+                    body = extract_section(content, section) or (
+                        extract_section(content, section, fences=False) if found else None
+                    )
+                    lines = None if body is None else len(body.splitlines())
                     if not found:
                         status = "missing_section"
                         error = (
@@ -264,6 +273,7 @@ def check_imports(data: dict[str, Any], spec_path: str | Path) -> ImportsReport:
                 load=str(imp.get("load", "on_demand")),
                 section=section,
                 section_found=found,
+                section_lines=lines,
                 requires=tuple(requires),
                 status=status,
                 error=error,

@@ -93,6 +93,7 @@ def test_imports_check_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["imports", "check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "load order: base, gone, top" in out
+    assert "base: base.md #Rules (2 lines)" in out
     assert "invalid_path" in out and "`~`" in out
     assert main(["imports", "check", str(path), "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)

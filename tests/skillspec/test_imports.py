@@ -95,6 +95,10 @@ def test_section_extraction_stops_at_same_or_higher_heading() -> None:
     appendix = extract_section(DOC, "Appendix")
     assert appendix == "# Appendix\n"
     assert extract_section(DOC, "Missing") is None
+    # a '#' line inside a fence is only a heading when fences are ignored (reference rule)
+    assert extract_section(DOC, "not a heading") is None
+    assert has_section(DOC, "not a heading")
+    assert extract_section(DOC, "not a heading", fences=False) is not None
 
 
 def test_has_section_follows_reference_matching() -> None:
@@ -134,6 +138,8 @@ def test_check_reports_statuses_and_flags(tmp_path: Path) -> None:
     by_id = {e.id: e for e in result.imports}
     assert by_id["outside"].status == "ok"
     assert by_id["outside"].section_found is True
+    assert by_id["outside"].section_lines == 2  # "## Policy" and its one line
+    assert by_id["nosec"].section_lines is None
     assert by_id["outside"].flags == ("leaves_package_root",)
     assert by_id["outside"].resolved_path == str(tmp_path / "shared.md")
     assert by_id["nosec"].status == "missing_section"
