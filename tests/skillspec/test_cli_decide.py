@@ -233,3 +233,71 @@ def test_corpus_spec_runs_in_a_separate_process_without_textual(tmp_path: Path) 
     )
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 50
+
+
+X_PREDICATE = """\
+schema: skillspec/v0
+id: x.pred
+title: t
+description: t
+routes:
+  - id: a
+    label: A
+rules:
+  - id: r
+    when:
+      user_says_any: [go]
+      x-mood: happy
+    prefer: a
+tests:
+  - name: t
+    input: go
+    expect:
+      route: a
+"""
+
+MISSING_RESOURCE = """\
+schema: skillspec/v0
+id: x.files
+title: t
+description: t
+routes:
+  - id: a
+    label: A
+resources:
+  src:
+    path: missing.md
+    role: source_material
+    used_by:
+      - kind: route
+        id: a
+tests:
+  - name: t
+    input: go
+    expect:
+      route: a
+"""
+
+
+def test_x_predicate_is_refused_like_the_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "skill.spec.yml"
+    spec.write_text(X_PREDICATE, encoding="utf-8")
+    for argv in (["test", str(spec)], ["decide", str(spec), "--input", "go"]):
+        code, out, err = cli(capsys, *argv)
+        assert code == 1 and f"{spec}:12:7" in err and "x-mood" in err
+        assert out == ""
+
+
+def test_only_file_checks_failing_still_refuses_tests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the reference's test command loads the spec with file checks, so it refuses
+    spec = tmp_path / "skill.spec.yml"
+    spec.write_text(MISSING_RESOURCE, encoding="utf-8")
+    code, out, err = cli(capsys, "test", str(spec))
+    assert code == 1 and "missing.md" in err and "passed" not in out
+    (tmp_path / "missing.md").write_text("# here\n", encoding="utf-8")
+    code, out, _ = cli(capsys, "test", str(spec))
+    assert code == 0 and "1 passed, 0 failed" in out
