@@ -249,9 +249,12 @@ def check_imports(data: dict[str, Any], spec_path: str | Path) -> ImportsReport:
             if crosses_symlink(spec_dir, raw.strip()):
                 flags.append("crosses_symlink")
             try:
-                content = target.read_text(encoding="utf-8", errors="replace")
+                content = target.read_bytes().decode("utf-8")
             except OSError as exc:
                 status, error = "missing_file", exc.strerror or str(exc)
+            except UnicodeDecodeError:
+                # The reference reads imports as UTF-8 text and fails the same way.
+                status, error = "missing_file", "stream did not contain valid UTF-8"
             else:
                 if section is not None:
                     found = has_section(content, section)

@@ -155,6 +155,15 @@ def test_check_reports_statuses_and_flags(tmp_path: Path) -> None:
     assert any(d.code == "leaves_package_root" for d in report.warnings)
 
 
+def test_non_utf8_import_is_unreadable_like_the_reference(tmp_path: Path) -> None:
+    (tmp_path / "skill").mkdir()
+    (tmp_path / "skill" / "blob.md").write_bytes(b"# Blob\n\xff\xfe\n")
+    path = write_spec(tmp_path, "  blob: {path: blob.md, role: policy, load: always}\n")
+    report = check_spec(path)
+    assert report.structural_ok and not report.files_ok
+    assert "valid UTF-8" in report.errors[0].message
+
+
 def test_symlink_crossing_is_flagged(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir()
