@@ -138,7 +138,7 @@ def explain_rule(rule: CompiledRule, text: str) -> RuleExplanation:
         why = (
             "all predicates held"
             if matched
-            else "; ".join(f"{c.predicate}: {c.detail}" for c in failed)
+            else "failed: " + ", ".join(c.predicate for c in failed)
         )
     return RuleExplanation(rule.id, rule.index, matched, tuple(conditions), why)
 

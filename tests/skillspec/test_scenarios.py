@@ -161,7 +161,8 @@ def test_explain_agrees_with_decide_and_says_why() -> None:
     assert by_id["never_tested"].matched
     assert "as 'deploys'" in by_id["never_tested"].conditions[0].detail
     assert not by_id["harmless"].matched
-    assert "none of 'hello' found" in by_id["harmless"].why
+    assert by_id["harmless"].why == "failed: user_says_any"
+    assert "none of 'hello' found" in by_id["harmless"].conditions[0].detail
     effects = [(e.rule_id, e.effect) for e in exp.effects]
     assert effects[:2] == [("browse_rule", "prefer"), ("browse_rule", "forbid")]
     assert ("never_tested", "forbid") in effects
@@ -183,6 +184,7 @@ def test_explain_plural_and_predicates() -> None:
     p, q, e = exp.rules
     assert p.matched and "as 'tickets'" in p.conditions[0].detail
     assert "keyword 'ticket'" in p.conditions[1].detail
-    assert not q.matched and "wanted true" in q.why
+    assert not q.matched and q.why == "failed: interactive_prompt_likely"
+    assert "wanted true, input is false" in q.conditions[0].detail
     assert not e.matched and "never matches" in e.why
     assert "first by rank" in exp.route_choice
