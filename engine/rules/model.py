@@ -184,7 +184,9 @@ class CompiledRule:
 class LoadResult:
     """Rules after overrides (later sources win by name) and every error found.
 
-    A file with errors contributes diagnostics and no rule; other files load.
+    A rule with errors contributes diagnostics and is left out; other rules
+    (of the same ``rules:`` list too) and other files still load, and an
+    invalid override leaves the earlier valid version of that name in effect.
     ``warnings`` carries non-fatal findings (e.g. hold/stop acts at notify
     until enforced) so lint and the console can show them.
     """
