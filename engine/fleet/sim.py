@@ -10,10 +10,14 @@ of the harnesses that remain.
 The fleet (default 12 harnesses ``h01``..``h12`` over 4 projects: h01-h03
 ``atlas``, h04-h06 ``beacon``, h07-h09 ``cinder``, h10-h12 ``delta``). Days
 are numbered from 0 at ``start_ms`` (a UTC midnight); times below are UTC
-offsets within the day.
+offsets within the day. A shift belongs to the day it starts on (its planted
+patterns follow that day's number) even when it runs past midnight.
 
-Background (both modes): h01-h10 are interactive; each works a 14-hour shift
-starting at ``4 + (i * 3) % 6`` o'clock (plus up to 20 min) and is idle the other 10 hours (the
+Background (both modes): h01-h10 are interactive; harness ``hNN`` works a
+14-hour shift starting at ``(NN * 5 + 2) % 24`` o'clock UTC (plus up to 20
+min; h01 07:00, h02 12:00, h03 17:00, h04 22:00, h05 03:00, h06 08:00, h07
+13:00, h08 18:00, h09 23:00, h10 04:00), so the fleet is busy around the clock
+while each harness is idle 10 hours a day (the
 quiet stretches). Within a shift, runs of 20-90 minutes separated by 5-30
 minute gaps; each run has ``run_started``, tool calls (about 50,000 a day
 across the default fleet; tools read, bash, grep, edit, test, write,
@@ -42,11 +46,11 @@ not exist with fewer harnesses is simply absent):
   ``budget_exhausted`` (source ledger, n=500, the budget in cents) and
   ``run_finished`` ``cancelled``. In quiet mode the nightly run finishes ``ok``.
   They are idle the rest of the day.
-- **collision** — h01 and h02 (both atlas): on even days between 10:00 and
-  11:00, three rounds where both edit :data:`COLLISION_PATH` a minute apart;
+- **collision** — h01 and h02 (both atlas): on even days between 14:00 and
+  15:00, three rounds where both edit :data:`COLLISION_PATH` a minute apart;
   each round gives two ``file_edited`` rows and a ``collision`` row (harness
   h02, other_harness h01, n=1).
-- **file_churn** — h04: every day from 15:00, :data:`CHURN_PATH` edited 25
+- **file_churn** — h04: every day from 03:00, :data:`CHURN_PATH` edited 25
   times in ~2 hours (``file_edited`` with n = the running edit count), then a
   ``churn`` row (n=25).
 """
@@ -196,7 +200,7 @@ def _interactive_day(day_rows: _Day, day: int, day0: int, quiet: bool) -> None:
     """One shift of runs for an interactive harness, with its planted patterns."""
     d, rng, h = day_rows, day_rows.rng, day_rows.h
     idx = int(h[1:])
-    shift_start = day0 + (4 + (idx * 3) % 6) * HOUR_MS + int(rng.random() * 20 * MINUTE_MS)
+    shift_start = day0 + ((idx * 5 + 2) % 24) * HOUR_MS + int(rng.random() * 20 * MINUTE_MS)
     shift_end = shift_start + 14 * HOUR_MS
     planted = not quiet
     loop_trips: list[int] = []
@@ -254,7 +258,7 @@ def _interactive_day(day_rows: _Day, day: int, day0: int, quiet: bool) -> None:
             d.run(at, "restart", f"{h}-{day:03d}-crash{i}", cause=RESTART_CAUSE, n=i + 1)
             at += int((8 + rng.random() * 7) * MINUTE_MS)
     if planted and h in ("h01", "h02") and day % 2 == 0:
-        base = day0 + 10 * HOUR_MS
+        base = day0 + 14 * HOUR_MS
         for r in range(3):
             at = base + r * 20 * MINUTE_MS + (0 if h == "h01" else MINUTE_MS)
             run = f"{h}-{day:03d}-pair{r}"
@@ -262,7 +266,7 @@ def _interactive_day(day_rows: _Day, day: int, day0: int, quiet: bool) -> None:
             if h == "h02":
                 d.graph(at + 1, "collision", run, COLLISION_PATH, 1, other="h01")
     if planted and h == "h04":
-        at = day0 + 15 * HOUR_MS
+        at = day0 + 3 * HOUR_MS
         run = f"{h}-{day:03d}-churn"
         for e in range(1, 26):
             at += int((3 + rng.random() * 2) * MINUTE_MS)
@@ -310,6 +314,11 @@ def day_rows(
     names = harness_names(harnesses)
     out: list[InsertRow] = []
     for h in names:
+        if h not in _ONESHOTS:
+            # Yesterday's shift may run past midnight: its rows after day0 are today's.
+            _interactive_day(
+                _Day(out, h, random.Random(f"{seed}:{h}:{day - 1}")), day - 1, day0 - DAY_MS, quiet
+            )
         rng = random.Random(f"{seed}:{h}:{day}")
         rows = _Day(out, h, rng)
         if h in _ONESHOTS:

@@ -199,3 +199,14 @@ def test_live_mode_offers_rows_as_their_time_comes(tmp_path: Path) -> None:
     events = [r for r in rows if r[2] != "tick"]
     assert [r[2:] for r in events] == [e[1:] for e in live[: len(events)]]
     assert all(a[1] <= b[1] for a, b in itertools.pairwise(rows))
+
+
+def test_the_fleet_is_busy_around_the_clock_but_each_harness_rests(
+    fleet: list[dict[str, Any]],
+) -> None:
+    calls = [r for r in fleet if r["type"] == "tool_call" and r["at"] >= sim.DEFAULT_START_MS + DAY]
+    hours = Counter(((r["at"] % DAY) // HOUR) for r in calls)
+    assert set(hours) == set(range(24))  # a live demo at any hour shows activity
+    for h in ("h01", "h04", "h09"):
+        busy = {(r["at"] % DAY) // HOUR for r in calls if r["harness"] == h}
+        assert 8 <= 24 - len(busy) <= 11, h  # ten idle hours, give or take the jitter
