@@ -132,7 +132,8 @@ def spec_fingerprint(path: str | Path) -> str:
     """``sha256:<hex>`` over the spec's bytes then each imported file's bytes, in load order.
 
     Imports that cannot be read (or whose path is refused) contribute nothing;
-    the spec's own bytes still change when such a path is edited.
+    the spec's own bytes still change when such a path is edited. Raises
+    ``OSError`` only when the spec itself cannot be read (callers check first).
     """
     spec_path = Path(path)
     raw = spec_path.read_bytes()
