@@ -409,6 +409,11 @@ class LifecyclePolicy:
         self.simulated = SimulatedHolds()
         self.released: list[Hold] = []
         self._context: dict[tuple[str, int, str], tuple[str, str]] = {}
+        #: Returns the current (last good) authority; polled once per committed batch.
+        self.watch: Callable[[], Authority] | None = None
+        #: Set when a reload changed ``disable``: the evaluator must be rebuilt
+        #: (with the silenced rules left out), which :func:`engine.rules.lease.serve` does.
+        self.needs_rebuild = False
 
     def host_factory(
         self, make: Callable[[Sequence[CompiledRule]], Any]
@@ -431,6 +436,7 @@ class LifecyclePolicy:
 
     def decide(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
         seq = int(row["seq"])  # type: ignore[call-overload]
+        self._poll_config()  # a match is rare; decide under the newest valid config
         d = self.lifecycle.decide(rule, target, seq, now_ms)
         if d.status == FIRED:
             harness = str(row.get("harness") or target or "")
@@ -503,6 +509,21 @@ class LifecyclePolicy:
                 )
         self.simulated = SimulatedHolds()
         self.lifecycle.flush(conn)
+        self._poll_config()
+
+    def _poll_config(self) -> None:
+        """Apply a changed global config to the next batch (the last good one if broken)."""
+        if self.watch is None:
+            return
+        new = self.watch()
+        old = self.lifecycle.authority
+        if new == old:
+            return
+        self.lifecycle.authority = new
+        if self.runner is not None:
+            self.runner.templates = dict(new.actions)
+        if new.disable != old.disable:
+            self.needs_rebuild = True
 
     def after_commit(self, fires: Sequence[Fire]) -> None:
         context, self._context = self._context, {}

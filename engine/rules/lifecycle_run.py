@@ -10,10 +10,13 @@ unit-tested alone; these helpers are the one place that assembles a
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.config import HarnessConfig
+from engine.config import HarnessConfig, load_config
+from engine.errors import HarnessError
 from engine.rules.actions import ActionRunner
 from engine.rules.holds import iso_ms
 from engine.rules.lease import Lease
@@ -28,6 +31,58 @@ from engine.rules.lifecycle import (
 if TYPE_CHECKING:
     from engine.rules.fires import Fire
     from engine.rules.model import CompiledRule
+
+
+class ConfigWatch:
+    """Re-reads the global config file when it changes; a broken edit keeps the last good one.
+
+    One watch per config file per process, so an evaluator rebuilt from the
+    config object it started with (the console, ``harness evaluate``) still
+    gets the newest valid config. ``error`` holds the current edit's problem.
+    """
+
+    _watches: ClassVar[dict[Path, ConfigWatch]] = {}
+
+    def __init__(self, config: HarnessConfig) -> None:
+        assert config.source is not None
+        self.path = config.source
+        self.base = config
+        self.good = config
+        self.stamp = _stamp(self.path)
+        self.error: str | None = None
+
+    @classmethod
+    def for_config(cls, config: HarnessConfig) -> ConfigWatch | None:
+        """The watch for a config loaded from a file (None for an in-memory config)."""
+        if config.source is None:
+            return None
+        watch = cls._watches.get(config.source)
+        if watch is None or watch.base != config:
+            watch = cls._watches[config.source] = cls(config)
+        return watch
+
+    def poll(self) -> HarnessConfig:
+        stamp = _stamp(self.path)
+        if stamp != self.stamp:
+            self.stamp = stamp
+            try:
+                self.good = load_config(self.path)
+                self.error = None
+            except HarnessError as exc:
+                self.error = str(exc)
+                sys.stderr.write(f"harness.toml not reloaded, keeping the last good one:\n{exc}\n")
+        return self.good
+
+    def authority(self) -> Authority:
+        return Authority.from_config(self.poll())
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def open_live(
@@ -47,10 +102,13 @@ def open_live(
     """
     from engine.rules.evaluator import LiveEvaluator, fast_host_for
 
-    authority = Authority.from_config(config)
+    watch = ConfigWatch.for_config(config)
+    authority = watch.authority() if watch is not None else Authority.from_config(config)
     lifecycle = Lifecycle(authority, LifecycleState.load(conn))
     runner = ActionRunner(conn, dict(authority.actions), timeout_s=action_timeout_s)
     policy = LifecyclePolicy(lifecycle, rules, runner=runner, lease=lease, conn=conn)
+    if watch is not None:
+        policy.watch = watch.authority
     active = policy.active_rules(rules)
     policy.rules = {cr.rule.name: cr for cr in active}
     evaluator = LiveEvaluator(

@@ -184,3 +184,41 @@ def test_reload_keeps_the_last_good_config(tmp_path: Path) -> None:
     assert [e.name for e in lc.authority.enforce] == ["x"]
     with pytest.raises(InputError):
         broken()
+
+
+def test_live_evaluator_follows_config_edits_and_keeps_the_last_good_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.config import load_config
+    from engine.rules.lifecycle_run import open_live
+    from tests.rules._lifecycle_util import MIN, Journal, starter
+
+    cfg_path = tmp_path / "harness.toml"
+    monkeypatch.setenv("HARNESS_CONFIG", str(cfg_path))
+    cfg_path.write_text("[memory.rules]\nenforce = []\n")
+    conn = connect(tmp_path / "s.db")
+    j = Journal(conn)
+    evaluator, policy = open_live(conn, starter(), load_config())
+
+    def burst(harness: str) -> str:
+        j.advance(5 * MIN)
+        j.restarts(harness, 3)
+        evaluator.run_until_idle()
+        row = conn.execute(
+            "SELECT effective_level FROM rule_fires WHERE target = ? AND status = 'fired'",
+            (harness,),
+        ).fetchone()
+        return str(row[0])
+
+    assert burst("a") == "notify"
+    cfg_path.write_text('[memory.rules]\nenforce = ["restart_same_error"]\n')
+    assert burst("b") == "hold"
+    cfg_path.write_text('[memory.rules]\nenforce = "restart_same_error"\n')  # broken edit
+    assert burst("c") == "hold"  # last good config kept
+    assert not policy.needs_rebuild
+    cfg_path.write_text('[memory.rules]\ndisable = ["restart_same_error"]\n')
+    j.advance(MIN)
+    evaluator.run_until_idle()
+    assert policy.needs_rebuild
+    rebuilt, _ = open_live(conn, starter(), load_config())
+    assert [cr.rule.name for cr in rebuilt.rules] == []
