@@ -93,3 +93,106 @@ def test_a_killed_holder_loses_the_lease_when_it_expires(tmp_path: Path) -> None
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_holder_whose_lease_was_taken_over_commits_nothing(tmp_path: Path) -> None:
+    import pytest
+
+    from engine.rules.lease import LeaseLost
+    from engine.rules.lifecycle_run import open_live
+    from tests.rules._lifecycle_util import MIN, Journal, config, starter
+
+    clock = Clock()
+    conn_a = connect(tmp_path / "s.db")
+    a = Lease(conn_a, ttl_ms=10_000, holder="a", clock=clock)
+    b = Lease(connect(tmp_path / "s.db"), ttl_ms=10_000, holder="b", clock=clock)
+    assert a.try_acquire()
+    j = Journal(conn_a)
+    j.restarts("h1", 3)
+    evaluator, _ = open_live(conn_a, starter(), config(), lease=a)
+    clock.t += 11_000  # a paused past its expiry; b takes over
+    assert b.try_acquire()
+    with pytest.raises(LeaseLost):
+        evaluator.step()
+    assert conn_a.execute("SELECT COUNT(*) FROM rule_fires").fetchone()[0] == 0
+    assert conn_a.execute("SELECT COUNT(*) FROM rule_cursor").fetchone()[0] == 0
+    j.advance(MIN)
+
+
+def test_two_following_evaluators_act_once_and_the_survivor_takes_over(tmp_path: Path) -> None:
+    from collections import Counter
+
+    from tests.rules._lifecycle_util import Journal
+
+    store = tmp_path / "s.db"
+    out = tmp_path / "notified.txt"
+    cfg = tmp_path / "harness.toml"
+    cfg.write_text(
+        '[memory.rules]\nenforce = ["restart_same_error"]\n[memory.rules.actions]\n'
+        f'notify = ["sh", "-c", "echo $0 >> {out}", "{{fire_id}}"]\n'
+    )
+    conn = connect(store)
+    journal = Journal(conn)
+    env = {**os.environ, "HARNESS_CONFIG": str(cfg)}
+    root = Path(__file__).parents[2]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "engine.cli.harness",
+                "evaluate",
+                "--follow",
+                "--store",
+                str(store),
+            ],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+
+    def wait_for(cond: object, what: str) -> None:
+        deadline = time.monotonic() + 20
+        while not cond():  # type: ignore[operator]
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
+
+    def caught_up() -> bool:
+        last = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
+        cur = conn.execute("SELECT seq FROM rule_cursor WHERE name='live'").fetchone()
+        return cur is not None and cur[0] == last
+
+    def notified() -> Counter[str]:
+        return Counter(out.read_text().split()) if out.exists() else Counter()
+
+    try:
+        for k in range(4):
+            journal.restarts(f"a{k}", 3)
+        wait_for(caught_up, "no evaluator caught up")
+        wait_for(lambda: len(notified()) == 4, "notify actions did not all run")
+        info = current_lease(conn)
+        assert info is not None
+        holder = next(p for p in procs if p.pid == info.pid)
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        for k in range(3):
+            journal.restarts(f"b{k}", 3)
+        wait_for(caught_up, "the follower never took over")
+        wait_for(lambda: len(notified()) == 7, "actions after takeover did not run")
+        survivor = next(p for p in procs if p is not holder)
+        after = current_lease(conn)
+        assert after is not None and after.pid == survivor.pid
+        counts = notified()
+        assert max(counts.values()) == 1
+        fires = conn.execute("SELECT COUNT(*) FROM rule_fires WHERE status='fired'").fetchone()[0]
+        assert fires == 7
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            _, err = p.communicate(timeout=20)
+            assert b"Traceback" not in err, err.decode()
