@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import InputError
 from engine.skillspec.decide import (
@@ -17,6 +19,12 @@ from engine.skillspec.decide import (
     compile_spec,
     decide,
     decision_json_line,
+)
+from engine.skillspec.matching import (
+    BOOLEAN_PREDICATES,
+    contains_phrase,
+    normalize_input,
+    predicate_value,
 )
 from engine.yamlsrc import parse_yaml
 
@@ -335,3 +343,113 @@ def test_fast_json_line_is_identical_to_json_dumps(text: str, with_routes: bool)
     ]
     d = run(rules, text, None if with_routes else [])
     assert decision_json_line(d) == json.dumps(d.to_json(), ensure_ascii=False)
+
+
+# --- a straightforward model of the reference, to check the indexed fast path against
+
+_VOCAB = ["go", "gos", "stop", "in sync", "a-b", "test", "weekly", "login", "repo", "x_y", ""]
+
+
+def _model(data: dict[str, Any], text: str) -> dict[str, Any]:
+    low = normalize_input(text)
+
+    def holds(when: dict[str, Any]) -> bool:
+        conditions = []
+        if when.get("user_says_any"):
+            conditions.append(any(contains_phrase(low, p) for p in when["user_says_any"]))
+        for group in when.get("user_says_all_groups") or []:
+            conditions.append(any(contains_phrase(low, p) for p in group))
+        for name in BOOLEAN_PREDICATES:
+            if name in when:
+                conditions.append(predicate_value(name, low) == when[name])
+        return bool(conditions) and all(conditions)
+
+    ranked = sorted(data["routes"], key=lambda r: r.get("rank", 2**63 - 1))
+    order = [r["id"] for r in ranked]
+    route = basis = rule_id = None
+    reason_sel: Any = None
+    order_rule: Any = None
+    forbid: list[str] = []
+    matched = []
+    for r in data["rules"]:
+        if not holds(r.get("when") or {}):
+            continue
+        matched.append(r["id"])
+        if r.get("prefer"):
+            route, basis, rule_id, reason_sel = r["prefer"], "rule_prefer", r["id"], r.get("reason")
+        if r.get("route_order"):
+            order, order_rule = r["route_order"], r
+        forbid += r.get("forbid", [])
+    if route is None and order:
+        route = order[0]
+        if order_rule is not None:
+            basis, rule_id, reason_sel = (
+                "route_order_default",
+                order_rule["id"],
+                order_rule.get("reason"),
+            )
+        else:
+            basis, rule_id, reason_sel = "default_route_order", None, DEFAULT_REASON
+    return {
+        "route": route,
+        "basis": basis,
+        "rule_id": rule_id,
+        "selection_reason": reason_sel,
+        "order": list(order),
+        "forbid": list(dict.fromkeys(forbid)),
+        "matched": matched,
+    }
+
+
+_phrases = st.lists(st.sampled_from(_VOCAB), max_size=3)
+_when = st.fixed_dictionaries(
+    {},
+    optional={
+        "user_says_any": _phrases,
+        "user_says_all_groups": st.lists(_phrases, max_size=2),
+        "task_recurrence_likely": st.booleans(),
+        "interactive_prompt_likely": st.booleans(),
+        "command_likely_long_running": st.booleans(),
+    },
+)
+_rule = st.fixed_dictionaries(
+    {"when": _when},
+    optional={
+        "prefer": st.sampled_from(["a", "b", "c"]),
+        "route_order": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3),
+        "forbid": st.lists(st.sampled_from(["f1", "f2", "f3"]), max_size=3),
+        "reason": st.sampled_from(["r1", "r2"]),
+    },
+)
+_routes = st.lists(
+    st.fixed_dictionaries({}, optional={"rank": st.integers(-2, 2)}), min_size=0, max_size=3
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(
+    rules=st.lists(_rule, max_size=6),
+    routes=_routes,
+    words=st.lists(st.sampled_from([*_VOCAB, "Go!", "GOS", "ago", "sync", "in", "b"]), max_size=6),
+)
+def test_decide_agrees_with_a_plain_model(
+    rules: list[dict[str, Any]], routes: list[dict[str, Any]], words: list[str]
+) -> None:
+    data = spec(
+        [{"id": f"r{i}", **r} for i, r in enumerate(rules)],
+        [{"id": rid, "label": rid, **r} for rid, r in zip("abc", routes, strict=False)],
+    )
+    text = " ".join(words)
+    d = decide(compile_spec(data), text)
+    want = _model(data, text)
+    sel = d.route_selection
+    got = {
+        "route": d.route,
+        "basis": sel.basis if sel else None,
+        "rule_id": sel.rule_id if sel else None,
+        "selection_reason": sel.reason if sel else None,
+        "order": list(d.route_order),
+        "forbid": list(d.forbid),
+        "matched": list(d.matched_rule_ids),
+    }
+    assert got == want
