@@ -51,8 +51,7 @@ def _store(args: argparse.Namespace) -> Path:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.rules.holds import list_holds
-    from engine.rules.lifecycle import iso_ms
+    from engine.rules.holds import iso_ms, list_holds
     from engine.store.db import connect
 
     path = _store(args)

@@ -33,10 +33,10 @@ from engine.rules.holds import (
     SimulatedHolds,
     active_holds,
     create_hold,
-    iso_ms,
     reevaluate_on_tick,
     release_hold,
 )
+from engine.rules.holds import iso_ms as iso_ms  # re-exported: reasons and views format time
 from engine.rules.lease import Lease, LeaseLost
 from engine.rules.policy import FireDecision, RowView
 
