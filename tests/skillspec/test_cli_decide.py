@@ -301,3 +301,22 @@ def test_only_file_checks_failing_still_refuses_tests(
     (tmp_path / "missing.md").write_text("# here\n", encoding="utf-8")
     code, out, _ = cli(capsys, "test", str(spec))
     assert code == 0 and "1 passed, 0 failed" in out
+
+
+def test_decide_inputs_from_stdin_and_explain_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    spec = write_spec(tmp_path)
+    stdin = io.TextIOWrapper(io.BytesIO(b'"browse"\n"deploy"\n'), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    code, out, _ = cli(capsys, "decide", str(spec), "--inputs", "-", "--json")
+    assert code == 0
+    assert [json.loads(line)["route"] for line in out.splitlines()] == ["browser", "local"]
+    code, _, err = cli(
+        capsys, "explain", str(spec), "--input", "browse", "--trace-dir", str(tmp_path / "t")
+    )
+    assert code == 0 and "trace: wrote" in err
+    [run_dir] = list((tmp_path / "t").iterdir())
+    assert (run_dir / "events" / "000001.input_received.json").is_file()
