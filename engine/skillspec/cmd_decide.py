@@ -41,7 +41,10 @@ class LoadedSpec:
         if self._fingerprint is None:
             from engine.skillspec.load import spec_fingerprint
 
-            self._fingerprint = spec_fingerprint(self.path)
+            try:
+                self._fingerprint = spec_fingerprint(self.path)
+            except OSError as exc:  # the spec vanished between loading and tracing
+                raise InputError(f"{self.path}: cannot read: {exc.strerror or exc}") from exc
         return self._fingerprint
 
 
