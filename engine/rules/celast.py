@@ -298,7 +298,8 @@ def _lit(node: Node) -> str:
     if node.ctype == "string":
         return json.dumps(node.value, ensure_ascii=False)
     if node.ctype == "bytes":
-        return "b" + json.dumps(bytes(node.value).hex() if isinstance(node.value, bytes) else "")
+        raw = node.value if isinstance(node.value, bytes) else b""
+        return 'b"' + "".join(f"\\x{c:02x}" for c in raw) + '"'
     if node.ctype == "null":
         return "null"
     if node.ctype == "bool":
@@ -377,6 +378,57 @@ _INFIX = {
 }
 
 
+def _is_accu(n: Node, accu: str) -> bool:
+    return n.kind == "ident" and n.name == accu
+
+
+def _appends(n: Node, accu: str) -> Node | None:
+    """``accu + [e]`` -> e."""
+    if n.kind == "call" and n.name == "_+_" and len(n.args) == 2 and _is_accu(n.args[0], accu):
+        lst = n.args[1]
+        if lst.kind == "list" and len(lst.args) == 1:
+            return lst.args[0]
+    return None
+
+
+def _macro(n: Node) -> tuple[str, Node, tuple[Node, ...]] | None:
+    """Recognise the standard macro expansions so ``rules show`` prints them back."""
+    if len(n.args) != 5:
+        return None
+    rng, init, _cond, step, result = n.args
+    accu = n.accu_var
+    if not _is_accu(result, accu) and not (
+        result.kind == "call" and result.name == "_==_" and _is_accu(result.args[0], accu)
+    ):
+        return None
+    two = step.kind == "call" and len(step.args) == 2 and _is_accu(step.args[0], accu)
+    if init.kind == "const" and init.ctype == "bool" and two:
+        if init.value is True and step.name == "_&&_":
+            return "all", rng, (step.args[1],)
+        if init.value is False and step.name == "_||_":
+            return "exists", rng, (step.args[1],)
+    if (
+        init.kind == "const"
+        and init.ctype == "int"
+        and init.value == 0
+        and step.kind == "call"
+        and step.name == "_?_:_"
+        and len(step.args) == 3
+    ):
+        return "exists_one", rng, (step.args[0],)
+    if init.kind == "list" and not init.args:
+        mapped = _appends(step, accu)
+        if mapped is not None:
+            return "map", rng, (mapped,)
+        if step.kind == "call" and step.name == "_?_:_" and len(step.args) == 3:
+            kept = _appends(step.args[1], accu)
+            if kept is not None and kept.kind == "ident" and kept.name == n.iter_var:
+                return "filter", rng, (step.args[0],)
+            if kept is not None:
+                return "map", rng, (step.args[0], kept)
+    return None
+
+
 def unparse(node: Node, refs: dict[int, str] | None = None) -> str:
     """Readable CEL for ``rules show``: one line, minimal parentheses, macros expanded."""
     refs = refs or {}
@@ -400,10 +452,11 @@ def unparse(node: Node, refs: dict[int, str] | None = None) -> str:
                 else:
                     text = f"{go(n.args[0], prec)} {op} {go(n.args[1], prec + 1)}"
                 return f"({text})" if prec < parent_prec else text
-            if n.name == "!_" and len(n.args) == 1:
-                return "!" + go(n.args[0], 8)
-            if n.name == "-_" and len(n.args) == 1:
-                return "-" + go(n.args[0], 8)
+            if n.name in ("!_", "-_") and len(n.args) == 1:
+                operand = go(n.args[0], 8)
+                if operand.startswith(("!", "-")):  # the parser folds "!!x" and "--x" away
+                    operand = f"({operand})"
+                return n.name[0] + operand
             if n.name == "_?_:_" and len(n.args) == 3:
                 text = " ? ".join([go(n.args[0], 1), go(n.args[1], 1)]) + " : " + go(n.args[2], 0)
                 return f"({text})" if parent_prec > 0 else text
@@ -419,6 +472,10 @@ def unparse(node: Node, refs: dict[int, str] | None = None) -> str:
             return "{" + ", ".join(f"{go(k)}: {go(v)}" for k, v in n.entries) + "}"
         if n.kind == "struct":
             return n.name + "{" + ", ".join(f"{k}: {go(v)}" for k, v in n.fields) + "}"
+        macro = _macro(n)
+        if macro is not None:
+            name, rng, margs = macro
+            return f"{go(rng, 9)}.{name}({n.iter_var}, {', '.join(go(p) for p in margs)})"
         inner = ", ".join(go(a) for a in n.args)
         return f"__comprehension__({n.iter_var}, {n.accu_var}, {inner})"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from engine.config import RulesConfig
@@ -32,8 +34,8 @@ def rule_text(when: str = WHEN, style: str = "plain", **over: str) -> str:
     elif style == "literal":
         body = "\n".join("  " + ln for ln in when.split("\n"))
         lines.append(f"when: |\n{body}")
-    else:
-        lines.append(f"when: {when!r}")
+    else:  # a JSON string is a valid YAML double-quoted scalar, escapes and all
+        lines.append(f"when: {json.dumps(when)}")
     return "\n".join(lines) + "\n"
 
 
@@ -130,3 +132,23 @@ def test_normalized_when_is_stable_and_readable() -> None:
     )
     res2 = compile_rule_file(rule_text(), "r.yml", "file", RulesConfig())
     assert res2.rules[0].rule.normalized_when == norm
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "[1, 2].all(x, x > 0 && x < 3)",
+        "[1].exists_one(x, x > 0)",
+        "[1].map(x, x > 0, x + 1).size() > 0",
+        "[1].filter(x, x > 0).size() == 1",
+        'b"\\x00x" == b"\\x00x" && -(event.n) < 3 + 0 && 3u > 0u'
+        " && !!true && -(-event.n) == 1 ? true : 1.5e3 > 2.0",
+        '!(event.type in ["a", "b"]) || {"k": [1]}["k"][0] == 1',
+    ],
+)
+def test_normalized_when_round_trips_through_cel(when: str) -> None:
+    first = compile_rule_file(rule_text(when), "a.yml", "file", RulesConfig()).rules[0].rule
+    second_text = rule_text(first.normalized_when)
+    second = compile_rule_file(second_text, "b.yml", "file", RulesConfig()).rules[0].rule
+    assert second.hash == first.hash and second.normalized_when == first.normalized_when
+    assert "__comprehension__" not in first.normalized_when

@@ -198,3 +198,13 @@ def test_mutated_good_file_never_crashes(edits: list[tuple[int, int, str]]) -> N
     for pos, cut, ins in edits:
         text = text[:pos] + ins + text[pos + cut :]
     check(text)
+
+
+@SETTINGS
+@given(when=bool_exprs)
+def test_normalized_when_is_valid_cel_with_the_same_meaning(when: str) -> None:
+    res = compile_rule_file(rule_file(when), "prop.yml", "policy", CFG)
+    for cr in res.rules:
+        again = compile_rule_file(rule_file(cr.rule.normalized_when), "n.yml", "policy", CFG)
+        assert [c.rule.hash for c in again.rules] == [cr.rule.hash], cr.rule.normalized_when
+        assert again.rules[0].rule.normalized_when == cr.rule.normalized_when
