@@ -85,3 +85,33 @@ def test_kill_9_mid_batch_leaves_every_committed_row(tmp_path: Path) -> None:
         [{"type": "tool_call", "harness": "h1", "tool": "t"}]
     )
     assert result.first_seq == hi + 1
+
+
+def test_follow_yields_rows_as_another_writer_commits_them(tmp_path: Path) -> None:
+    import threading
+
+    from engine.journal.reader import follow
+    from engine.journal.writer import Committer
+
+    store = tmp_path / "j.db"
+    connect(store).close()
+
+    def write() -> None:
+        conn = connect(store)
+        c = Committer(conn, ticks=False)
+        for i in range(5):
+            c.admit([{"type": "tool_call", "harness": f"h{i}", "tool": "t"}] * 3)
+            time.sleep(0.02)
+        conn.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    got: list[int] = []
+    deadline = time.monotonic() + 10
+    reader = connect(store, readonly=True)
+    for row in follow(reader, 0, poll_s=0.005, stop=lambda: time.monotonic() > deadline):
+        got.append(row[0])
+        if len(got) == 15:
+            break
+    thread.join()
+    assert got == list(range(1, 16))
