@@ -140,9 +140,12 @@ class _StoreView:
         )
         return int(rows[0][0]) if rows else 0
 
-    def state(self, name: str) -> tuple[str | None, str | None]:
-        rows = self._q("SELECT state, error FROM rule_state WHERE name = ?", (name,))
-        return (rows[0][0], rows[0][1]) if rows else (None, None)
+    def state(self, name: str, rule_hash: str) -> tuple[str | None, str | None]:
+        """The evaluator's recorded state, if it is about this version of the rule."""
+        rows = self._q("SELECT state, error, hash FROM rule_state WHERE name = ?", (name,))
+        if not rows or rows[0][2] != rule_hash:
+            return None, None
+        return rows[0][0], rows[0][1]
 
     def last_fires(self, name: str, limit: int = 10) -> list[dict[str, Any]]:
         rows = self._q(
@@ -171,8 +174,8 @@ def _store_view(args: argparse.Namespace, config: Any) -> _StoreView:
         return _StoreView(None)
 
 
-def _state(name: str, config: Any, store: _StoreView) -> tuple[str, str | None]:
-    stored, error = store.state(name)
+def _state(name: str, rule_hash: str, config: Any, store: _StoreView) -> tuple[str, str | None]:
+    stored, error = store.state(name, rule_hash)
     if name in config.rules.disable:
         return "disabled", "disabled in harness.toml"
     if stored:
@@ -192,7 +195,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for cr in sorted(result.rules, key=lambda c: c.rule.name):
         r = cr.rule
-        state, error = _state(r.name, config, store)
+        state, error = _state(r.name, r.hash, config, store)
         rows.append(
             {
                 "name": r.name,
@@ -237,7 +240,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise InputError(f"no loaded rule named {args.name!r}" + (f" ({detail})" if detail else ""))
     r = found[0].rule
     store = _store_view(args, config)
-    state, error = _state(r.name, config, store)
+    state, error = _state(r.name, r.hash, config, store)
     acted = store.last_acted_hash(r.name)
     changed = acted is not None and acted != r.hash
     data = {

@@ -191,3 +191,34 @@ def test_bad_policy_dir_is_a_usage_error(
 ) -> None:
     rc, _, err = run(capsys, "rules", "list", "--policy", str(tmp_path / "missing"))
     assert rc == 2 and "missing" in err
+
+
+def test_list_shows_a_disabled_rules_error_only_for_the_version_that_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "j.db"
+    make_store(store, [])
+    current = starter_hash(capsys, "file_churn", store)
+    conn = sqlite3.connect(store)
+    conn.executemany(
+        "INSERT INTO rule_state (name, hash, state, error, updated_at) VALUES (?, ?, ?, ?, 0)",
+        [
+            ("file_churn", current, "disabled", "cost limit exceeded"),
+            ("loop_guard_repeated", "0" * 64, "disabled", "old version broke"),
+        ],
+    )
+    conn.commit()
+    conn.close()
+    rc, out, _ = run(capsys, "rules", "list", "--json", "--store", str(store))
+    rows = {r["name"]: r for r in json.loads(out)["rules"]}
+    assert rc == 0
+    assert (rows["file_churn"]["state"], rows["file_churn"]["error"]) == (
+        "disabled",
+        "cost limit exceeded",
+    )
+    assert (rows["loop_guard_repeated"]["state"], rows["loop_guard_repeated"]["error"]) == (
+        "active",
+        None,
+    )
+    rc, text, _ = run(capsys, "rules", "list", "--store", str(store))
+    assert "error: cost limit exceeded" in text and "old version broke" not in text
