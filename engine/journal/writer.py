@@ -142,8 +142,7 @@ def read_counters(conn: sqlite3.Connection) -> dict[str, int]:
 
 def _ticks_between(last_tick_at: int | None, last_at: int, upto: int) -> list[int]:
     """Minute boundaries b with last tick < b <= upto (the newest MAX_GAP_TICKS of them)."""
-    base = last_tick_at if last_tick_at is not None else (last_at // MINUTE_MS) * MINUTE_MS
-    first = (base // MINUTE_MS + 1) * MINUTE_MS
+    first = _next_tick(last_tick_at, last_at)
     if first > upto:
         return []
     last = (upto // MINUTE_MS) * MINUTE_MS
@@ -370,8 +369,13 @@ class Committer:
 
 
 def _next_tick(last_tick_at: int | None, last_at: int) -> int:
+    """The next minute boundary to tick: after the last tick, and never before ``last_at``.
+
+    The second bound matters when rows without ticks (an import) moved journal
+    time past the last tick: ticking the skipped minutes would put ``at`` back.
+    """
     base = last_tick_at if last_tick_at is not None else (last_at // MINUTE_MS) * MINUTE_MS
-    return (base // MINUTE_MS + 1) * MINUTE_MS
+    return max((base // MINUTE_MS + 1) * MINUTE_MS, -(-last_at // MINUTE_MS) * MINUTE_MS)
 
 
 def iter_jsonl_history(lines: Iterable[str], file: str, where: list[int]) -> Iterator[InsertRow]:

@@ -101,3 +101,18 @@ def test_import_without_synthesis_keeps_file_ticks(tmp_path: Path) -> None:
     result = Committer(conn).import_history(rows)
     assert (result.admitted, result.ticks) == (3, 0)
     assert ticks(conn) == [T0 + MINUTE_MS]
+
+
+def test_ticks_never_go_back_after_an_import_without_ticks(tmp_path: Path) -> None:
+    _, conn = store(tmp_path)
+    clock = FakeClock(T0 + 10)
+    c = Committer(conn, clock=clock)
+    c.admit([tool_call()])
+    clock.now = T0 + MINUTE_MS + 10
+    c.admit([tool_call()])  # ticks minute 1
+    Committer(conn).import_history([_hist(T0 + 5 * MINUTE_MS + 30)])  # no ticks in between
+    clock.now = T0 + 7 * MINUTE_MS
+    assert c.admit([tool_call()]).ticks == 2  # minutes 6 and 7, not 2..7
+    ats = [r[1] for r in all_rows(conn)]
+    assert ats == sorted(ats)
+    assert ticks(conn) == [T0 + MINUTE_MS, T0 + 6 * MINUTE_MS, T0 + 7 * MINUTE_MS]
