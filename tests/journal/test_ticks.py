@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import time
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from engine.journal.queue import JournalWriter
 from engine.journal.writer import MAX_GAP_TICKS, MINUTE_MS, Committer
+from engine.store.migrations import migrate
 from tests.journal._util import T0, FakeClock, all_rows, store, tool_call
 
 
@@ -116,3 +121,29 @@ def test_ticks_never_go_back_after_an_import_without_ticks(tmp_path: Path) -> No
     ats = [r[1] for r in all_rows(conn)]
     assert ats == sorted(ats)
     assert ticks(conn) == [T0 + MINUTE_MS, T0 + 6 * MINUTE_MS, T0 + 7 * MINUTE_MS]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-5 * MINUTE_MS, 30 * MINUTE_MS), st.integers(0, 3)),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_every_minute_boundary_ticks_exactly_once(steps: list[tuple[int, int]]) -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    clock = FakeClock(T0 + 12_345)
+    c = Committer(conn, clock=clock)
+    c.admit([tool_call()])
+    for delta, n in steps:
+        clock.now += delta
+        c.admit([tool_call()] * n)
+    rows = all_rows(conn)
+    assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
+    ats = [r[1] for r in rows]
+    assert ats == sorted(ats)
+    first, last = ats[0], ats[-1]
+    expected = list(range((first // MINUTE_MS + 1) * MINUTE_MS, last + 1, MINUTE_MS))
+    assert ticks(conn) == expected
