@@ -307,3 +307,32 @@ def test_default_policy_never_grants_hold_or_stop() -> None:
         decision = policy.decide(rule, "h", {}, 0)
         assert (decision.status, decision.effective_level) == ("fired", expected)
         assert bool(decision.reasons) == (level in ("hold", "stop"))
+
+
+def test_harness_evaluate_runs_headless_from_the_cursor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli.harness import main as harness
+
+    path = tmp_path / "cli.db"
+    conn = connect(path)
+    insert(conn, [row(T0 + i * MIN, "restart", cause_digest=CAUSE) for i in range(4)])
+    broken = tmp_path / "policy"
+    broken.mkdir()
+    (broken / "broken.yml").write_text("name: broken\non: run_event\nwhen: event.nope\n")
+    code = harness(["evaluate", "--store", str(path), "--json", "--policy", str(broken)])
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert code == 0
+    assert "rule not loaded" in captured.err and "broken.yml" in captured.err
+    assert (summary["rows"], summary["cursor"], summary["acting"]) == (4, 4, True)
+    fires = list_fires(conn)
+    # Through the lifecycle: the second match falls inside the 30m cooldown.
+    assert [(f.rule, f.seq, f.status) for f in fires] == [
+        ("restart_same_error", 3, "fired"),
+        ("restart_same_error", 4, "suppressed"),
+    ]
+    assert summary["fires"] == 2
+    insert(conn, [row(T0 + 5 * MIN, "tool_call", tool="bash")])
+    assert harness(["evaluate", "--store", str(path)]) == 0
+    assert "evaluated 1 row(s)" in capsys.readouterr().out
