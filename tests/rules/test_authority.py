@@ -10,6 +10,7 @@ outcomes is printed.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -345,3 +346,42 @@ def test_the_enforced_starter_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     s.write_global('enforce = ["restart_same_error"]')
     outcome = s.run(hours_before=1)
     assert outcome.holds == 1 and outcome.acted()
+
+
+def test_no_command_writes_the_global_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Authority lives in a file only the operator's editor writes: every command leaves it be."""
+    import subprocess
+
+    s = Setup(tmp_path, monkeypatch)
+    s.write_global('enforce = ["restart_same_error"]')
+    s.rule("evil.yml", EVIL.format(name="evil", level="stop"))
+    s.global_cfg.chmod(0o444)
+    before = (s.global_cfg.read_bytes(), s.global_cfg.stat().st_mtime_ns)
+    s.run(hours_before=1)
+    store = str(tmp_path / "s.db")
+    env = {**os.environ, "HARNESS_CONFIG": str(s.global_cfg)}
+    for argv in (
+        ["evaluate", "--store", store, "--policy", str(s.policy / "rules")],
+        ["holds", "list", "--store", store],
+        ["holds", "release", "1", "--reason", "x", "--store", store],
+        ["holds", "check", "h1", "--store", store],
+        ["doctor", "--store", store],
+        ["metrics", "--store", store],
+        ["rules", "list", "--store", store],
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "engine.cli.harness", *argv],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "Traceback" not in res.stderr, (argv, res.stderr)
+    assert (s.global_cfg.read_bytes(), s.global_cfg.stat().st_mtime_ns) == before
+    assert (
+        not list(s.global_cfg.parent.glob("*.tmp"))
+        and len(list(s.global_cfg.parent.iterdir())) == 1
+    )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.config import RulesConfig, parse_config
 from engine.errors import InputError
@@ -20,6 +23,7 @@ from engine.rules.lifecycle import (
     parse_enforce,
 )
 from engine.store.db import connect
+from engine.store.migrations import migrate
 
 H = 3_600_000
 T0 = 1_780_000_000_000
@@ -222,3 +226,42 @@ def test_live_evaluator_follows_config_edits_and_keeps_the_last_good_one(
     assert policy.needs_rebuild
     rebuilt, _ = open_live(conn, starter(), load_config())
     assert [cr.rule.name for cr in rebuilt.rules] == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 40 * 60_000)),
+        min_size=1,
+        max_size=60,
+    ),
+    split=st.integers(0, 60),
+    period_h=st.integers(0, 3),
+)
+def test_decisions_are_a_function_of_the_rows_whatever_the_restarts(
+    steps: list[tuple[int, int, int]], split: int, period_h: int
+) -> None:
+    """Any sequence of matches, persisted and reloaded at any point, decides the same."""
+    rules = [
+        R(name="p", cooldown_ms=10 * 60_000),
+        R(name="q", level="hold", cooldown_ms=0),
+        R(name="s", source_kind="starter", level="stop", cooldown_ms=5 * 60_000),
+        R(name="p", hash="cccc3333" * 8, cooldown_ms=10 * 60_000),
+    ]
+    authority = auth(enforce=("q", "s"), shadow_period_ms=period_h * H)
+
+    def run(cut: int | None) -> list[object]:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        migrate(conn)
+        lc = Lifecycle(authority)
+        now = T0
+        out: list[object] = []
+        for i, (r, target, gap) in enumerate(steps):
+            if i == cut:
+                lc.flush(conn)
+                lc = Lifecycle(authority, LifecycleState.load(conn))
+            now += gap
+            out.append(lc.decide(rules[r], f"t{target}", i, now))
+        return out
+
+    assert run(split) == run(None)
