@@ -8,6 +8,7 @@ light/dark theme, and file reload.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterable
 from typing import ClassVar
@@ -21,7 +22,7 @@ from textual.widgets import Footer, Header, TabbedContent, TabPane
 from console.context import ConsoleContext
 from console.errors import ConsoleError
 from console.help import HelpScreen
-from console.messages import OpenBacktest, OpenExplain, ShowError
+from console.messages import OpenBacktest, OpenExplain, ShowError, ShowPane
 from console.panes.backtest import BacktestPane
 from console.panes.decide import DecidePane
 from console.panes.explain import ExplainPane
@@ -29,8 +30,10 @@ from console.panes.fires import FiresPane
 from console.panes.fleet import FleetPane
 from console.panes.holds import HoldsPane
 from console.panes.rules import RulesPane
+from console.reload import FilesChanged, watch_files
+from engine.config import load_config
 from engine.errors import HarnessError
-from engine.views.live import feed_live, run_evaluator, write_demo_history
+from engine.views.live import demo_config, feed_live, run_evaluator, write_demo_history
 from engine.views.session import ConsoleOptions
 
 PANES = (
@@ -59,6 +62,8 @@ class HarnessConsole(App[int]):
     """Tabbed panes over one store; see ``console/help.py`` for each pane's keys."""
 
     CSS_PATH = "app.tcss"
+    #: Focus goes to the pane's main widget (see FOCUS), not the tab strip.
+    AUTO_FOCUS = None
     TITLE = "harness console"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f1", "help", "Help"),
@@ -77,8 +82,12 @@ class HarnessConsole(App[int]):
         self.context = context
         self.initial = initial
         self.watch_files = watch_files
-        self.sub_title = ("demo · " if context.options.demo else "") + str(context.store_path)
+        label = context.label if context.label is not None else str(context.store_path)
+        self.sub_title = ("demo · " if context.options.demo else "") + label
         self._stop = threading.Event()
+        self._eval_stop = threading.Event()
+        self._watch_stop = asyncio.Event()
+        self.config_error = ""
 
     def on_load(self) -> None:
         """Create/migrate the store before any pane's worker opens it."""
@@ -90,26 +99,74 @@ class HarnessConsole(App[int]):
             self.startup_error = None
 
     def on_mount(self) -> None:
-        self.call_after_refresh(self._focus_pane, self.initial)
+        if not self.context.cursor_blink:
+            for widget in self.query("Input, TextArea"):
+                widget.cursor_blink = False  # type: ignore[attr-defined]
+        self._focus_pane(self.initial)
         if self.startup_error is not None:
             self.show_error(self.startup_error)
             return
         if self.context.evaluate:
-            self._evaluate()
+            self._restart_evaluator()
             if self.context.options.demo:
                 self._demo_feed()
+        if self.watch_files:
+            self._watch()
 
     def on_unmount(self) -> None:
         self._stop.set()
+        self._eval_stop.set()
+        self._watch_stop.set()
+
+    def _restart_evaluator(self) -> None:
+        """(Re)start the embedded evaluator with the current rules and config."""
+        self._eval_stop.set()
+        self._eval_stop = threading.Event()
+        self._evaluate(self._eval_stop)
 
     @work(thread=True, group="evaluator")
-    def _evaluate(self) -> None:
+    def _evaluate(self, stop: threading.Event) -> None:
         """The embedded evaluator: acts when it holds the store lease, else follows."""
         opts = self.context.options
         try:
-            run_evaluator(opts.store_path, opts.config, opts.policy_dir, self._stop)
+            run_evaluator(opts.store_path, self.context.current_config, opts.policy_dir, stop)
         except HarnessError as exc:
             self.post_message(ShowError(f"Evaluator stopped: {exc.title}", str(exc)))
+
+    @work(exclusive=True, group="reload")
+    async def _watch(self) -> None:
+        await watch_files(self.context.options, self, self._watch_stop)
+
+    def on_files_changed(self, message: FilesChanged) -> None:
+        """Reload what changed; a broken file keeps the last good version and shows why."""
+        if "config" in message.kinds:
+            self._reload_config()
+        if "rules" in message.kinds or "config" in message.kinds:
+            self.query_one(RulesPane).action_refresh()
+            self.query_one(BacktestPane).reload_rules()
+            if self.context.evaluate:
+                self._restart_evaluator()
+        if "spec" in message.kinds:
+            self.query_one(DecidePane).specs_changed(message.paths)
+
+    def _reload_config(self) -> None:
+        opts = self.context.options
+        try:
+            config = load_config(opts.config_file)
+        except HarnessError as exc:
+            self.config_error = str(exc)
+            self.notify(
+                f"{exc}\n(keeping the last good configuration)",
+                title=exc.title,
+                severity="error",
+                timeout=10,
+            )
+            return
+        self.config_error = ""
+        if opts.demo:
+            config = demo_config(config)
+        self.context.config = config
+        self.notify(f"reloaded {opts.config_file}", timeout=3)
 
     @work(thread=True, group="demo")
     def _demo_feed(self) -> None:
@@ -180,6 +237,9 @@ class HarnessConsole(App[int]):
     def on_open_backtest(self, message: OpenBacktest) -> None:
         self.query_one(BacktestPane).select_rule(message.rule)
         self.action_show_pane("backtest")
+
+    def on_show_pane(self, message: ShowPane) -> None:
+        self.action_show_pane(message.pane)
 
     def on_show_error(self, message: ShowError) -> None:
         self.notify(message.message, title=message.title, severity="error", timeout=8)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.config import HarnessConfig
 from engine.store.db import connect
 from engine.views.session import ConsoleOptions
 
@@ -20,8 +21,10 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True)
+@dataclass
 class ConsoleContext:
+    """Mutable only in ``config``, which the reloader swaps for a newly valid harness.toml."""
+
     options: ConsoleOptions
     clock: Callable[[], int] = field(default=_wall_ms)
     poll_interval: float = 0.15
@@ -29,6 +32,20 @@ class ConsoleContext:
     live: bool = True
     #: Run the embedded evaluator (behind the store lease) and, with --demo, the fleet feed.
     evaluate: bool = True
+
+    config: HarnessConfig | None = None
+    #: Tests turn blinking cursors off so snapshots are stable.
+    cursor_blink: bool = True
+    #: Shown as the header's subtitle (default: the store path).
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.config is None:
+            self.config = self.options.config
+
+    @property
+    def current_config(self) -> HarnessConfig:
+        return self.config or self.options.config
 
     @property
     def store_path(self) -> Path:

@@ -27,3 +27,10 @@ class ShowError(Message):
 
     title: str
     message: str
+
+
+@dataclass
+class ShowPane(Message):
+    """Ask the app to switch to a pane (by its id)."""
+
+    pane: str

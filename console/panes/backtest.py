@@ -104,7 +104,7 @@ class BacktestPane(Vertical):
     def _load_rules(self) -> None:
         try:
             result = load_console_rules(
-                self.context.options.config, self.context.options.policy_dir
+                self.context.current_config, self.context.options.policy_dir
             )
         except HarnessError as exc:
             self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
@@ -148,7 +148,7 @@ class BacktestPane(Vertical):
             self.candidate = None
             lint.update("")
             return
-        compiled, errors = lint_candidate(text, self.context.options.config)
+        compiled, errors = lint_candidate(text, self.context.current_config)
         self.candidate = compiled
         if errors:
             lint.update("\n".join(f"[red]{escape(str(d))}[/]" for d in errors[:5]))
@@ -196,7 +196,7 @@ class BacktestPane(Vertical):
                     conn,
                     candidate,
                     current,
-                    self.context.options.config,
+                    self.context.current_config,
                     since=since,
                     progress=lambda p: self.post_message(self.Advanced(p)),
                     cancel=cancel,

@@ -27,6 +27,14 @@ from engine.views.decide import (
 from engine.views.session import expand_globs
 
 
+def display_path(path: Path) -> str:
+    """A spec path as the picker shows it: relative to the working directory when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 class DecidePane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save_scenario", "Save as scenario"),
@@ -62,12 +70,14 @@ class DecidePane(Vertical):
         self.spec: LoadedSpec | None = None
         self.result: DecideResult | None = None
         self.error: str = ""
+        #: The spec the operator chose (kept while it is broken, so a fix reloads it).
+        self.loaded_path: Path | None = None
 
     def compose(self) -> ComposeResult:
         files = self.context.options.spec_files()
         with Horizontal(id="decide-top"):
             yield Select(
-                [(str(f), str(f)) for f in files],
+                [(display_path(f), str(f)) for f in files],
                 prompt="pick a spec (from --spec / [console] specs)",
                 id="decide-spec",
             )
@@ -91,7 +101,11 @@ class DecidePane(Vertical):
 
     def open_spec(self, path: str | Path) -> None:
         """Load (or reload) a spec in a worker; a broken file keeps the last good one."""
-        self._load(Path(path))
+        target = Path(path).expanduser().resolve()
+        if self.loaded_path != target:
+            self.spec = None
+        self.loaded_path = target
+        self._load(target)
 
     @work(thread=True, exclusive=True, group="decide-load")
     def _load(self, path: Path) -> None:
@@ -116,6 +130,20 @@ class DecidePane(Vertical):
         self.spec = message.spec
         self._render_tests()
         self._decide(self.query_one("#decide-input", Input).value)
+
+    def specs_changed(self, paths: list[Path]) -> None:
+        """Spec files changed on disk: refresh the picker, reload the open spec if touched."""
+        files = self.context.options.spec_files()
+        select = self.query_one("#decide-spec", Select)
+        current = select.value
+        select.set_options([(display_path(f), str(f)) for f in files])
+        if isinstance(current, str) and Path(current) in files:
+            select.value = current
+        target = self.loaded_path
+        if target is not None and any(
+            p.name == target.name and p.parent.resolve() == target.parent.resolve() for p in paths
+        ):
+            self.open_spec(target)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "decide-spec" and isinstance(event.value, str):

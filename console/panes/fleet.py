@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from console.context import ConsoleContext
+from console.messages import ShowPane
 from console.widgets.spark import sparkline
 from engine.errors import HarnessError
 from engine.views.fleet import HarnessSummary, fleet_summary, format_age
@@ -101,7 +102,7 @@ class FleetPane(Vertical):
         from console.panes.fires import FiresPane
 
         self.app.query_one(FiresPane).set_filter_text(f"harness:{harness}")
-        self.app.run_action("show_pane('fires')")
+        self.post_message(ShowPane("fires"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_fires_for()

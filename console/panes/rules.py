@@ -16,7 +16,7 @@ from console.context import ConsoleContext
 from console.messages import OpenBacktest
 from engine.errors import HarnessError
 from engine.rules.model import LoadResult
-from engine.views.rules import RuleRow, lint_lines, load_console_rules, rule_rows
+from engine.views.rules import RuleRow, keep_last_good, lint_lines, load_console_rules, rule_rows
 
 STATE_STYLE = {"active": "green", "shadow": "magenta", "disabled": "red", "enforced": "bold yellow"}
 
@@ -44,7 +44,6 @@ class RulesPane(Vertical):
         self.context = context
         self.result: LoadResult | None = None
         self.rows: list[RuleRow] = []
-        self.config = context.options.config
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rules-status", classes="status-line")
@@ -64,21 +63,16 @@ class RulesPane(Vertical):
     def action_refresh(self) -> None:
         self._load()
 
-    def set_config(self, config: object) -> None:
-        """Called by the reloader with a newly loaded (valid) harness.toml."""
-        from engine.config import HarnessConfig
-
-        if isinstance(config, HarnessConfig):
-            self.config = config
-        self.action_refresh()
-
     @work(thread=True, exclusive=True, group="rules")
     def _load(self) -> None:
         try:
-            result = load_console_rules(self.config, self.context.options.policy_dir)
+            config = self.context.current_config
+            result = keep_last_good(
+                self.result, load_console_rules(config, self.context.options.policy_dir)
+            )
             conn = self.context.connect()
             try:
-                rows = rule_rows(conn, [c.rule for c in result.rules], self.config)
+                rows = rule_rows(conn, [c.rule for c in result.rules], config)
             finally:
                 conn.close()
         except HarnessError as exc:

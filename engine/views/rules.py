@@ -46,6 +46,25 @@ def load_console_rules(config: HarnessConfig, policy_dir: Path | None) -> LoadRe
     return load_rules(default_sources(policy, extra), config.rules)
 
 
+def keep_last_good(previous: LoadResult | None, new: LoadResult) -> LoadResult:
+    """``new``, plus each previous rule whose file now fails to load (last good version).
+
+    The loader already keeps a starter rule when its override breaks; this
+    covers a broken edit of a rule that exists only in a policy or ``--policy``
+    file, which would otherwise vanish from the console until fixed.
+    """
+    if previous is None:
+        return new
+    broken = {d.location.file for d in new.errors if d.location.file}
+    present = {c.rule.name for c in new.rules}
+    kept = [
+        c for c in previous.rules if c.rule.name not in present and c.rule.source_file in broken
+    ]
+    if not kept:
+        return new
+    return LoadResult((*new.rules, *kept), new.errors, new.warnings)
+
+
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)

@@ -6,6 +6,7 @@ Resolved before the screen opens so that a bad flag or a malformed
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import tempfile
@@ -87,6 +88,34 @@ class ConsoleOptions:
         dirs.add(self.starter_dir)
         dirs.add(self.config_file.parent)
         return sorted(d for d in dirs if d.is_dir())
+
+
+def classify_change(options: ConsoleOptions, path: Path) -> set[str]:
+    """What a changed file affects: ``spec``, ``rules`` and/or ``config``.
+
+    Matching is by location, not by event type, because editors save by
+    writing a temp file and renaming it over the original.
+    """
+    kinds: set[str] = set()
+    resolved = path.resolve() if path.exists() else path.absolute()
+    if resolved == options.config_file.absolute() or path == options.config_file:
+        kinds.add("config")
+    rule_dirs = [options.starter_dir, *(r.path / "rules" for r in options.config.policy_repos)]
+    if options.policy_dir is not None:
+        rule_dirs.append(options.policy_dir)
+    if path.suffix in (".yml", ".yaml"):
+        for d in rule_dirs:
+            if resolved.parent == d.resolve():
+                kinds.add("rules")
+        for pattern in options.spec_globs:
+            expanded = Path(os.path.expanduser(pattern))
+            if (
+                resolved == expanded.absolute()
+                or resolved.match(str(expanded))
+                or (fnmatch.fnmatch(str(resolved), str(expanded)))
+            ):
+                kinds.add("spec")
+    return kinds
 
 
 def expand_globs(patterns: tuple[str, ...] | list[str]) -> list[Path]:

@@ -1,0 +1,67 @@
+"""File watching: spec globs, rule directories and harness.toml reload on change.
+
+watchfiles watches the parent directories (editors save by writing a temp
+file and renaming it over the original, which a watch on the file itself
+misses). Each batch of changes is classified by ``engine.views.session.
+classify_change`` and posted to the app as one :class:`FilesChanged` message;
+the panes reload in their own workers and keep their last good version when a
+file is broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from textual.message import Message
+from watchfiles import awatch
+
+from engine.views.session import ConsoleOptions, classify_change
+
+
+@dataclass
+class FilesChanged(Message):
+    """Files the console depends on changed; ``kinds`` ⊆ {spec, rules, config}."""
+
+    kinds: set[str] = field(default_factory=set)
+    paths: list[Path] = field(default_factory=list)
+
+
+class PostTarget(Protocol):
+    """Anything with ``post_message`` (the app)."""
+
+    def post_message(self, message: Message) -> bool: ...
+
+
+async def watch_files(
+    options: ConsoleOptions,
+    post: PostTarget,
+    stop: asyncio.Event,
+    *,
+    force_polling: bool | None = None,
+    debounce_ms: int = 150,
+) -> None:
+    """Post a :class:`FilesChanged` for every relevant batch of changes until ``stop``."""
+    dirs = options.watch_dirs()
+    if not dirs:
+        return
+    async for changes in awatch(
+        *dirs,
+        stop_event=stop,
+        debounce=debounce_ms,
+        step=50,
+        force_polling=force_polling,
+        recursive=False,
+    ):
+        kinds: set[str] = set()
+        paths: list[Path] = []
+        for _change, raw in changes:
+            path = Path(raw)
+            found = classify_change(options, path)
+            if found:
+                kinds |= found
+                paths.append(path)
+        if kinds:
+            post.post_message(FilesChanged(kinds, paths))
