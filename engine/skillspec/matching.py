@@ -181,7 +181,7 @@ class PhraseIndex:
                     self._word.setdefault(spelling, []).append(pid)
                 else:
                     self._multi.setdefault(tuple(runs), []).append((spelling, pid))
-                self._first.setdefault(runs[0], set()).add(len(runs))
+                    self._first.setdefault(runs[0], set()).add(len(runs))
             else:
                 self._slow.append((spelling, pid))
         return pid
@@ -192,24 +192,23 @@ class PhraseIndex:
     def find(self, text: str) -> set[int]:
         found: set[int] = set()
         first = self._first
-        if first:
+        word = self._word
+        if word or first:
             # A bounded occurrence of a spelling that starts and ends with identifier
             # characters covers whole identifier runs of the input, so its runs equal
             # a window of the input's runs; the literal check then settles separators.
             tokens = _RUN.findall(text)
-            word = self._word
             multi = self._multi
             count = len(tokens)
             for i, token in enumerate(tokens):
+                ids = word.get(token)
+                if ids is not None:
+                    found.update(ids)
                 sizes = first.get(token)
                 if sizes is None:
                     continue
                 for size in sizes:
-                    if size == 1:
-                        ids = word.get(token)
-                        if ids is not None:
-                            found.update(ids)
-                    elif i + size <= count:
+                    if i + size <= count:
                         spellings = multi.get(tuple(tokens[i : i + size]))
                         if spellings is not None:
                             for spelling, pid in spellings:
