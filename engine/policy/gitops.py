@@ -23,8 +23,18 @@ class PolicyError(HarnessError):
     exit_code = 1
 
 
-def git(repo: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT_S) -> str:
+def git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    timeout: float = GIT_TIMEOUT_S,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     """Run ``git -C repo args…`` and return stdout (stripped)."""
+    full_env = _git_env()
+    if env:
+        full_env.update(env)
     try:
         proc = subprocess.run(
             ["git", "-C", str(repo), *args],
@@ -32,7 +42,8 @@ def git(repo: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT
             text=True,
             timeout=timeout,
             check=False,
-            env=_git_env(),
+            env=full_env,
+            input=stdin,
         )
     except FileNotFoundError:
         raise PolicyError("git is not installed or not on PATH") from None

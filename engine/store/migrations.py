@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Callable
 
 from engine.journal import schema as journal_schema
+from engine.policy import schema as policy_schema
 from engine.rules import lifecycle_schema
 from engine.rules import schema as rules_schema
 
@@ -21,6 +22,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[], str]], ...] = (
     (1, "journal", lambda: journal_schema.SCHEMA_V1),
     (2, "rules", lambda: rules_schema.SCHEMA_V1),
     (3, "lifecycle", lambda: lifecycle_schema.SCHEMA_V1),
+    (4, "proposals", lambda: policy_schema.SCHEMA_V1),
 )
 
 

@@ -1,0 +1,84 @@
+"""``harness rules propose FILE``: validate, cap, backtest, store, prepare a branch.
+
+Order matters for "nothing lost, nothing partly written": everything that can
+refuse (the file, the rule, the policy repo's configuration) is checked
+before the proposal is stored; the branch is prepared last and its name
+recorded on the stored proposal.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from engine.cli.common import EXIT_OK, print_json
+from engine.config import PolicyRepo, load_config, resolve_store
+from engine.errors import Diagnostic, InputError, Location
+from engine.yamlsrc import decode_source
+
+
+def _pick_repo(repos: tuple[PolicyRepo, ...], name: str | None) -> PolicyRepo:
+    if name is not None:
+        for repo in repos:
+            if repo.name == name:
+                return repo
+        raise InputError(f"[policy_repo.{name}] is not configured in harness.toml")
+    if not repos:
+        raise InputError(
+            "no [policy_repo.*] is configured in harness.toml; add one with its `path` "
+            "(a git checkout) to prepare proposals"
+        )
+    if len(repos) > 1:
+        names = ", ".join(r.name for r in repos)
+        raise InputError(f"several policy repos are configured ({names}); pick one with --repo")
+    return repos[0]
+
+
+def cmd_propose(args: argparse.Namespace) -> int:
+    from engine.policy.proposals import prepare_rule, set_branch, store_prepared
+    from engine.policy.propose import backtest_prepared, pr_description, prepare_branch
+    from engine.store.db import connect
+
+    path = Path(args.file)
+    days = int(getattr(args, "days", 7) or 7)
+    if days < 1:
+        raise InputError(f"--days must be at least 1, got {days}")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot read: {exc.strerror or exc}",
+            diagnostics=[Diagnostic(f"cannot read: {exc.strerror or exc}", Location(str(path)))],
+        ) from None
+    text = decode_source(raw, str(path))
+    config = load_config()
+    prepared = prepare_rule(text, str(path), config.rules)
+    repo = _pick_repo(config.policy_repos, getattr(args, "repo", None))
+    conn = connect(resolve_store(args.store, config))
+    try:
+        summary = backtest_prepared(conn, prepared, days)
+        message = pr_description(prepared, summary)
+        who = getattr(args, "who", None) or "harness rules propose"
+        proposal = store_prepared(conn, prepared, who=who, backtest=summary)
+        branch = prepare_branch(repo, prepared, message, push=bool(getattr(args, "push", False)))
+        set_branch(conn, proposal.id, branch.branch)
+    finally:
+        conn.close()
+    if args.json:
+        out = proposal.to_json()
+        out.update(
+            {
+                "branch": branch.branch,
+                "commit": branch.commit,
+                "repo": branch.repo,
+                "pushed": branch.pushed,
+                "description": message,
+            }
+        )
+        print_json(out)
+    else:
+        print(message)
+        print(f"proposal #{proposal.id} stored; branch {branch.branch} prepared in {repo.path}")
+        if not branch.pushed:
+            print("not pushed (use --push to push it); harness.toml was not touched")
+    return EXIT_OK
