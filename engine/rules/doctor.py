@@ -127,7 +127,7 @@ def _fact_checks(
     lease = facts.lease
     live = lease is not None and not lease.expired(facts.now_ms)
     if lease is None:
-        checks.append(Check("lease", WARN, "no evaluator has held the lease: nothing is acting"))
+        checks.append(Check("lease", WARN, "no evaluator holds the lease: nothing is acting now"))
     elif live:
         checks.append(
             Check(
