@@ -46,7 +46,7 @@ EXTRA_RULES: list[tuple[str, str, str]] = [
         "run_event",
         'event.type == "tool_call" && '
         'event.outcome == "timeout" && '
-        'count({"tool": event.tool, "outcome": "timeout"}, duration("1h")) >= 5',
+        'count({"tool": event.tool, "outcome": "timeout"}, duration("1h")) >= 8',
         "annotate",
     ),
     (
@@ -151,7 +151,7 @@ EXTRA_RULES: list[tuple[str, str, str]] = [
     (
         "graph_event",
         'event.type == "file_edited" && '
-        'distinct("harness", {"path": event.path, "type": "file_edited"}, duration("1h")) >= 2',
+        'distinct("harness", {"path": event.path, "type": "file_edited"}, duration("10m")) >= 3',
         "annotate",
     ),
     (
@@ -186,7 +186,7 @@ EXTRA_RULES: list[tuple[str, str, str]] = [
     (
         "tick",
         'event.type == "tick" && '
-        'distinct("harness", {"type": "loop_stopped"}, duration("6h")) >= 1',
+        'distinct("harness", {"type": "loop_stopped"}, duration("6h")) >= 2',
         "annotate",
     ),
 ]
