@@ -132,6 +132,7 @@ def _rate(fn: Any, inputs: list[str], rounds: int) -> float:
 
 
 def _batch(spec: Path, lines: Path, expected: int) -> float:
+    """Wall time of one batch process; output goes to a file so no pipe reader competes."""
     cmd = [
         sys.executable,
         "-m",
@@ -142,13 +143,18 @@ def _batch(spec: Path, lines: Path, expected: int) -> float:
         str(lines),
         "--json",
     ]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
+    out_path = lines.with_suffix(".out")
+    with open(out_path, "w", encoding="utf-8") as out:
+        start = time.perf_counter()
+        proc = subprocess.run(
+            cmd, cwd=ROOT, stdout=out, stderr=subprocess.PIPE, text=True, check=False
+        )
+        elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"batch decide failed: {proc.stderr[-2000:]}")
-    if proc.stdout.count("\n") != expected:
-        raise RuntimeError(f"batch decide printed the wrong number of lines for {expected}")
+    with open(out_path, encoding="utf-8") as produced:
+        if sum(1 for _ in produced) != expected:
+            raise RuntimeError(f"batch decide printed the wrong number of lines for {expected}")
     return elapsed
 
 
