@@ -1,4 +1,4 @@
-"""``harness rules list | show NAME | lint | backtest | explain | propose``.
+"""``harness rules list | show NAME | lint | backtest | explain | propose | mine``.
 
 list, show and lint are static: they load rules with the evaluator's loader
 and, for list/show, read fires from the store *when it exists* — read-only,
@@ -59,9 +59,25 @@ def register(sub: Any) -> None:
 
     pp = rs.add_parser("propose", help="Backtest a rule file and prepare a policy-repo change.")
     pp.add_argument("file", metavar="FILE")
+    pp.add_argument("--days", type=int, default=7, help="backtest window in days (default 7)")
+    pp.add_argument("--repo", metavar="NAME", help="which [policy_repo.NAME] (if several)")
+    pp.add_argument("--push", action="store_true", help="push the prepared branch")
+    pp.add_argument("--who", metavar="NAME", help="who proposes (stored with the proposal)")
     pp.add_argument("--json", action="store_true")
     pp.add_argument("--store", metavar="PATH")
     pp.set_defaults(handler=_lazy("engine.rules.cmd_propose", "cmd_propose"))
+
+    mp = rs.add_parser(
+        "mine",
+        help="Find recurring journal patterns no active rule covers; propose rules (notify).",
+    )
+    mp.add_argument("--since", metavar="DUR", help="journal time to look back (default: all)")
+    mp.add_argument(
+        "--miner", action="append", default=[], metavar="NAME", help="run only these miners"
+    )
+    mp.add_argument("--dry-run", action="store_true", help="report, do not store proposals")
+    _common(mp)
+    mp.set_defaults(handler=_lazy("engine.rules.cmd_propose", "cmd_mine"))
     p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
 
 

@@ -82,3 +82,55 @@ def cmd_propose(args: argparse.Namespace) -> int:
         if not branch.pushed:
             print("not pushed (use --push to push it); harness.toml was not touched")
     return EXIT_OK
+
+
+def cmd_mine(args: argparse.Namespace) -> int:
+    """``harness rules mine``: run miners on demand over the journal's identifiers."""
+    import sys
+
+    from engine.cli.cmd_rules import _load
+    from engine.policy.miner import MINER_NAMES, mine
+    from engine.store.db import connect
+
+    config, loaded = _load(args)
+    disabled = set(config.rules.disable)
+    active = [r for r in loaded.rules if r.rule.name not in disabled]
+    names = tuple(args.miner) or MINER_NAMES
+    conn = connect(resolve_store(args.store, config))
+
+    def say(step: str) -> None:
+        if not args.json and sys.stderr.isatty():
+            print(f"mining: {step}", file=sys.stderr)
+
+    try:
+        found = mine(
+            conn,
+            active,
+            config.rules,
+            since=args.since,
+            miners=names,
+            store=not args.dry_run,
+            progress=say,
+        )
+    finally:
+        conn.close()
+    if args.json:
+        print_json({"patterns": [p.to_json() for p in found]})
+        return EXIT_OK
+    if not found:
+        print("no uncovered recurring pattern found (on recorded history)")
+        return EXIT_OK
+    for pattern in found:
+        if pattern.proposal:
+            what = f"proposed as #{pattern.proposal.id} ({pattern.rule}, level notify)"
+        elif pattern.already_proposed:
+            what = f"{pattern.rule} was already proposed"
+        else:
+            what = f"{pattern.rule} (dry run: not stored)"
+        print(
+            f"{pattern.miner}: {len(pattern.instances)} uncovered instance(s), "
+            f"{pattern.covered} covered, {pattern.fires} would-be fires; {what}"
+        )
+        for inst in pattern.instances[:5]:
+            print("    " + ", ".join(f"{k}={v}" for k, v in inst.items()))
+    return EXIT_OK
