@@ -170,12 +170,16 @@ class BacktestPane(Vertical):
                 "nothing to run: pick a rule or fix the lint errors", severity="warning"
             )
             return
+        current = self.rules.get(self.rule_name)
+        candidate = self.candidate
+        if current is not None and current.rule.hash == candidate.rule.hash:
+            candidate = current  # unchanged meaning: replay the loaded version (its source kind)
         self.running = True
         self.cancel = threading.Event()
         self.query_one("#backtest-progress", ProgressBar).update(total=None, progress=0)
         self.query_one("#backtest-text", Static).update("running … (ctrl+x cancels)")
         since = self.query_one("#backtest-since", Input).value.strip() or None
-        self._run(self.candidate, self.rules.get(self.rule_name), since, self.cancel)
+        self._run(candidate, current, since, self.cancel)
 
     def action_cancel(self) -> None:
         if self.running:

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
 from console.messages import OpenBacktest
+from console.panes.fires import format_at
 from engine.errors import HarnessError
 from engine.rules.model import LoadResult
 from engine.views.rules import RuleRow, keep_last_good, lint_lines, load_console_rules, rule_rows
@@ -29,8 +30,8 @@ class RulesPane(Vertical):
     ]
     DEFAULT_CSS = """
     RulesPane #rules-body { height: 1fr; }
-    RulesPane #rules-table { width: 3fr; }
-    RulesPane #rules-source { width: 2fr; border: round $primary; padding: 0 1; }
+    RulesPane #rules-table { width: 1fr; }
+    RulesPane #rules-source { width: 44; border: round $primary; padding: 0 1; }
     """
 
     class Updated(Message):
@@ -52,7 +53,7 @@ class RulesPane(Vertical):
             table: DataTable[str] = DataTable(id="rules-table", cursor_type="row")
             table.add_columns("rule", "source", "level", "effective", "state", "fires", "suppr.")
             yield table
-            with VerticalScroll(id="rules-source"):
+            with VerticalScroll(id="rules-source", classes="hidden"):
                 yield Static("enter: view a rule's source and lint result", id="rules-source-text")
 
     def on_mount(self) -> None:
@@ -101,12 +102,17 @@ class RulesPane(Vertical):
         table.clear()
         for r in message.rows:
             style = STATE_STYLE.get(r.state, "")
+            state = r.state
+            if r.shadow_until is not None:
+                state = f"shadow until {format_at(r.shadow_until)}"
+            elif r.state == "disabled" and r.error:
+                state = f"disabled: {escape(r.error[:40])}"
             table.add_row(
                 r.name,
                 r.source_kind,
                 r.level,
                 r.effective_level,
-                f"[{style}]{r.state}[/]" if style else r.state,
+                f"[{style}]{state}[/]" if style else state,
                 str(r.fires),
                 str(r.suppressed),
                 key=r.name,
@@ -144,6 +150,7 @@ class RulesPane(Vertical):
             if not lint
             else "\n".join(f"[yellow]{escape(str(d))}[/]" for d in lint)
         )
+        self.query_one("#rules-source").remove_class("hidden")
         self.query_one("#rules-source-text", Static).update(
             f"[b]{escape(rule.name)}[/b] · {escape(rule.source_file)}\n"
             f"hash {rule.hash[:16]} · cost {rule.static_cost} · {escape(row.state_detail)}\n"

@@ -103,7 +103,7 @@ def fleet_summary(
     fires: dict[str, int] = {}
     for target, n in conn.execute(
         "SELECT target, COUNT(*) FROM rule_fires WHERE seq >= ? AND target IS NOT NULL"
-        " GROUP BY target",
+        " AND status != 'suppressed' GROUP BY target",
         (since_seq,),
     ):
         fires[str(target)] = int(n)

@@ -37,6 +37,8 @@ class RuleRow:
     fires: int
     suppressed: int
     error: str
+    #: Journal time the shadow ends (None unless ``state`` is shadow).
+    shadow_until: int | None = None
 
 
 def load_console_rules(config: HarnessConfig, policy_dir: Path | None) -> LoadResult:
@@ -78,19 +80,21 @@ def rule_rows(
     """Rows for ``rules``, with state decided in journal time (the newest row's ``at``)."""
     authority = Authority.from_config(config)
     now = int(conn.execute("SELECT COALESCE(MAX(at), 0) FROM rule_journal").fetchone()[0])
-    fires = {
-        str(r): int(n)
-        for r, n in conn.execute("SELECT rule, COUNT(*) FROM rule_fires GROUP BY rule")
-    }
+    fires: dict[str, int] = {}
+    suppressed: dict[str, int] = {}
+    for r, status, n in conn.execute(
+        "SELECT rule, status = 'suppressed', COUNT(*) FROM rule_fires GROUP BY 1, 2"
+    ):
+        bucket = suppressed if status else fires
+        bucket[str(r)] = int(n)
     stored: dict[str, tuple[str, str | None]] = {
         str(n): (str(s), e) for n, s, e in conn.execute("SELECT name, state, error FROM rule_state")
     }
-    suppressed: dict[str, int] = {}
     if _table_exists(conn, "rule_cooldowns"):
         for r, n in conn.execute(
             "SELECT rule, SUM(suppressed_total) FROM rule_cooldowns GROUP BY rule"
         ):
-            suppressed[str(r)] = int(n or 0)
+            suppressed[str(r)] = max(suppressed.get(str(r), 0), int(n or 0))
     first_seen: dict[tuple[str, str], int] = {}
     if _table_exists(conn, "rule_shadow"):
         for n, h, at in conn.execute("SELECT name, hash, first_seen_at FROM rule_shadow"):
@@ -100,6 +104,7 @@ def rule_rows(
         effective, reasons = level_decision(rule, authority)
         state_row = stored.get(rule.name)
         error = ""
+        until: int | None = None
         if rule.name in authority.disable:
             state, detail = "disabled", "silenced by [memory.rules] disable"
         elif state_row is not None and state_row[0] == "disabled":
@@ -109,7 +114,7 @@ def rule_rows(
             seen = first_seen.get((rule.name, rule.hash))
             in_shadow, why = shadow_decision(rule, seen, now, authority.shadow_period_ms)
             if rule.source_kind != "starter" and seen is None:
-                until = (now or 0) + authority.shadow_period_ms
+                until = now + authority.shadow_period_ms
                 state, detail = "shadow", f"shadow: not evaluated yet (≥ {iso_ms(until)})"
             elif in_shadow:
                 until = (seen or now) + authority.shadow_period_ms
@@ -131,6 +136,7 @@ def rule_rows(
                 fires=fires.get(rule.name, 0),
                 suppressed=suppressed.get(rule.name, 0),
                 error=error,
+                shadow_until=until if state == "shadow" else None,
             )
         )
     return out

@@ -108,6 +108,17 @@ def test_rule_rows_state_and_levels(store: Path, policy_dir: Path) -> None:
     assert rows["restart_same_error"].effective_level == "hold"
     assert rows["loop_guard_repeated"].state == "shadow"
     assert rows["loop_guard_repeated"].source_kind == "policy"
+    conn = _conn(store)
+    for name, row in rows.items():
+        stored = dict(
+            conn.execute(
+                "SELECT status = 'suppressed', COUNT(*) FROM rule_fires WHERE rule = ? GROUP BY 1",
+                (name,),
+            ).fetchall()
+        )
+        assert row.fires == stored.get(0, 0)
+        assert row.suppressed >= stored.get(1, 0)
+    assert rows["verify_same_failure"].suppressed > 0
     assert rows["file_collision"].state == "active"
     plain = HarnessConfig()
     capped = {r.name: r for r in rule_rows(_conn(store), [c.rule for c in loaded.rules], plain)}
