@@ -82,6 +82,10 @@ class _Entry:
     rule: Rule
     guards: tuple[tuple[int, frozenset[str]], ...]
     target_col: int
+    # The first guard unpacked (column -1 = none): most rules have at most one
+    # guard besides ``type``, and checking it inline beats a generator per row.
+    guard_col: int = -1
+    guard_vals: frozenset[str] = frozenset()
 
 
 def row_view(row: Sequence[Any]) -> dict[str, object]:
@@ -128,7 +132,9 @@ class RowEvaluator:
                 else:
                     guards.append((COL[name], values))
             target_col = COL.get(cr.rule.target, -1)
-            entry = _Entry(cr, cr.rule, tuple(guards), target_col)
+            entry = _Entry(cr, cr.rule, tuple(guards[1:]), target_col)
+            if guards:
+                entry.guard_col, entry.guard_vals = guards[0]
             self._by_kind.setdefault(cr.rule.on, []).append((entry, type_guard))
         self._dispatch: dict[tuple[str, str], list[_Entry]] = {}
         self._row_kinds = self.policy.row_kinds
@@ -165,6 +171,8 @@ class RowEvaluator:
         fires: list[Fire] = []
         seq, now = row[0], row[1]
         for entry in entries:
+            if entry.guard_col >= 0 and row[entry.guard_col] not in entry.guard_vals:
+                continue
             if entry.guards and not all(row[c] in vals for c, vals in entry.guards):
                 continue
             if view is None:
