@@ -336,3 +336,43 @@ def test_harness_evaluate_runs_headless_from_the_cursor(
     insert(conn, [row(T0 + 5 * MIN, "tool_call", tool="bash")])
     assert harness(["evaluate", "--store", str(path)]) == 0
     assert "evaluated 1 row(s)" in capsys.readouterr().out
+
+
+def test_harness_evaluate_follow_prints_fires_as_rows_commit_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "follow.db"
+    conn = connect(path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli.harness", "evaluate", "--follow", "--json",
+         "--store", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ},
+    )  # fmt: skip
+    try:
+        time.sleep(0.5)
+        for i in range(3):  # committed one by one while the evaluator follows
+            insert(conn, [row(T0 + i * MIN, "restart", cause_digest=CAUSE)])
+            time.sleep(0.05)
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "no fire printed within 30 s"
+        line = proc.stdout.readline()
+        fire = json.loads(line)
+        assert (fire["rule"], fire["seq"], fire["status"]) == ("restart_same_error", 3, "fired")
+        assert fire["id"] == conn.execute("SELECT id FROM rule_fires").fetchone()[0]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0
+    assert read_cursor(conn)[0] == 3
