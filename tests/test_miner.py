@@ -118,3 +118,19 @@ def test_cli_mine_dry_run_json(
     assert out["patterns"][0]["proposal_id"] is None
     assert connect(db).execute("SELECT count(*) FROM rule_proposals").fetchone()[0] == 0
     assert harness_main(["rules", "mine", "--store", str(db), "--miner", "nope"]) == 2
+
+
+def test_schedule_runs_in_journal_time_and_remembers(planted: Path, tmp_path: Path) -> None:
+    from engine.errors import InputError
+    from engine.policy.schedule import MinerSchedule, check_miner_names
+
+    conn = _copy(planted, tmp_path / "s.db")
+    assert not MinerSchedule(()).due(conn)  # default: no miners, nothing runs
+    schedule = MinerSchedule(check_miner_names(["restart_streak"]))
+    assert schedule.due(conn)
+    found = schedule.run(conn, [], RulesConfig())
+    assert [p.miner for p in found] == ["restart_streak"]
+    assert not schedule.due(conn)  # the mark is stored in journal time
+    assert not MinerSchedule(("restart_streak",)).due(conn)  # and survives a restart
+    with pytest.raises(InputError, match="unknown miner"):
+        check_miner_names(["restart_streak", "bogus"])
