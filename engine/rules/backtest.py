@@ -172,12 +172,36 @@ class BacktestResult:
                 lines.append(f"  {d}  {rule:28} {n}")
         if self.store_errors:
             lines.append(f"store errors: {self.store_errors} (rows excluded from the comparison)")
+        lines.extend(_lifecycle_lines(self.extra.get("lifecycle")))
         lines.append("")
         silent = self.silent_rules()
         if silent:
             lines.append(f"silent: {', '.join(silent)}")
         lines.extend(self.notes)
         return "\n".join(lines)
+
+
+def _lifecycle_lines(summary: Any) -> list[str]:
+    """The lifecycle's part of a backtest (statuses, levels, shadow, hold spans), if it ran."""
+    if not isinstance(summary, dict):
+        return []
+    lines = ["", "under today's config (shadow, cooldown, enforce list):"]
+    for key, title in (("by_status", "status"), ("acting_levels", "would act at")):
+        counts = summary.get(key) or {}
+        if counts:
+            lines.append(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    for name, until in sorted((summary.get("shadow_until") or {}).items()):
+        lines.append(f"  {name}: in shadow until {until}")
+    spans = summary.get("hold_spans") or []
+    for span in spans[:50]:
+        end = span.get("end") or "still held at the end of the range"
+        lines.append(
+            f"  hold {span.get('rule')} on {span.get('harness')}: {span.get('start')} -> {end}"
+            " (simulated from tick rows)"
+        )
+    if len(spans) > 50:
+        lines.append(f"  … and {len(spans) - 50} more hold spans (use --json)")
+    return lines
 
 
 def _day(at_ms: int) -> str:
