@@ -173,3 +173,22 @@ def test_backtest_writes_nothing(store_path: Path) -> None:
     ro = sqlite3.connect(store_path)
     assert ro.execute("SELECT count(*) FROM rule_fires").fetchone()[0] == before == 0
     assert ro.execute("SELECT count(*) FROM rule_cursor").fetchone()[0] == 0
+
+
+def test_text_shows_the_lifecycle_outcome_when_it_ran(store_path: Path) -> None:
+    conn = connect(store_path)
+    result = run_backtest(conn, [make_rule("r", RESTART_RULE)], resolve_range(conn))
+    assert "under today's config" not in result.render_text()
+    result.extra["lifecycle"] = {
+        "by_status": {"fired": 2, "suppressed": 5},
+        "acting_levels": {"notify": 2},
+        "shadow_until": {"r": "2026-01-04T00:00:00Z"},
+        "hold_spans": [
+            {"rule": "r", "harness": "h1", "start": "2026-01-01T00:20:00Z", "end": None}
+        ],
+    }
+    text = result.render_text()
+    assert "status: fired 2, suppressed 5" in text
+    assert "r: in shadow until 2026-01-04T00:00:00Z" in text
+    assert "hold r on h1: 2026-01-01T00:20:00Z -> still held at the end of the range" in text
+    assert result.to_json()["lifecycle"]["by_status"] == {"fired": 2, "suppressed": 5}
