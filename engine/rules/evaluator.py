@@ -194,7 +194,8 @@ class RowEvaluator:
             if not result.matched:
                 continue
             rule = entry.rule
-            target = "" if entry.target_col < 0 else str(row[entry.target_col])
+            raw_target = None if entry.target_col < 0 else row[entry.target_col]
+            target = "" if raw_target is None else str(raw_target)
             decision = self.policy.decide(rule, target, view, now)
             fires.append(
                 Fire(

@@ -376,3 +376,18 @@ def test_harness_evaluate_follow_prints_fires_as_rows_commit_and_stops_on_sigter
         code = proc.wait(timeout=30)
     assert code == 0
     assert read_cursor(conn)[0] == 3
+
+
+def test_an_absent_target_field_reads_empty_and_an_int_target_as_digits(
+    store: sqlite3.Connection,
+) -> None:
+    by_n = make_rule("by_n", 'event.type == "restart"', target="n")
+    by_path = make_rule("by_path", 'event.type == "restart"', target="path")
+    insert(store, [row(T0, "restart"), row(T0 + 1, "restart", n=7, path="a.py")])
+    fires = LiveEvaluator(store, [by_n, by_path]).run_until_idle()
+    assert sorted((f.rule, f.seq, f.target) for f in fires) == [
+        ("by_n", 1, ""),
+        ("by_n", 2, "7"),
+        ("by_path", 1, ""),
+        ("by_path", 2, "a.py"),
+    ]
