@@ -339,7 +339,10 @@ def naive_backtest(store: Path, rules: list[Any], first: int, last: int) -> dict
 
 
 def live_latency(seconds: float, rate: int = 1000) -> dict[str, Any]:
-    """A writer commits ``rate`` rows/s (10 ms batches); a follower evaluates; time each fire."""
+    """A writer commits ``rate`` rows/s (10 ms batches); a follower evaluates; time each fire.
+
+    Every stored fire counts, whatever its status (fired, shadow, suppressed).
+    """
     from engine.fleet.sim import iter_fleet_tuples
     from engine.journal.rows import INSERT_COLUMNS
     from engine.rules.evaluator import LiveEvaluator
@@ -355,7 +358,13 @@ def live_latency(seconds: float, rate: int = 1000) -> dict[str, Any]:
 
     def follow() -> None:
         conn = connect(path, check_same_thread=False)
-        ev = LiveEvaluator(conn, rules)
+        try:  # through the lifecycle (shadow, cooldown, levels), as `harness evaluate` runs
+            from engine.config import HarnessConfig
+            from engine.rules.lifecycle_run import open_live
+
+            ev, _policy = open_live(conn, rules, HarnessConfig())
+        except ImportError:
+            ev = LiveEvaluator(conn, rules)
 
         def record(res: Any) -> None:
             now = time.perf_counter()
