@@ -9,6 +9,7 @@ backtest and an explanation only ever read history.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -156,6 +157,9 @@ def cmd_backtest(args: argparse.Namespace) -> int:
                 result = run_backtest(conn, rules, seq_range, progress=update, cancel=cancel)
         finally:
             stop_bar()
+    except sqlite3.Error as exc:
+        store = resolve_store(getattr(args, "store", None), config)
+        raise InputError(f"{store}: cannot read the journal: {exc}", title="Bad store") from None
     finally:
         conn.close()
     if args.json:
@@ -174,12 +178,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     try:
         try:
             explanation = explain_fire(conn, int(args.fire_id))
-        except Exception as exc:
-            import sqlite3
-
-            if isinstance(exc, sqlite3.Error):
-                raise InputError(f"cannot read fires from this store: {exc}") from None
-            raise
+        except sqlite3.Error as exc:
+            raise InputError(
+                f"cannot read fires from this store: {exc}", title="Bad store"
+            ) from None
     finally:
         conn.close()
     if args.json:

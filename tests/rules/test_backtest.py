@@ -192,3 +192,14 @@ def test_text_shows_the_lifecycle_outcome_when_it_ran(store_path: Path) -> None:
     assert "r: in shadow until 2026-01-04T00:00:00Z" in text
     assert "hold r on h1: 2026-01-01T00:20:00Z -> still held at the end of the range" in text
     assert result.to_json()["lifecycle"]["by_status"] == {"fired": 2, "suppressed": 5}
+
+
+def test_cli_a_file_that_is_not_a_store_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all\n" * 100)
+    assert harness(["rules", "backtest", "restart_same_error", "--store", str(junk)]) == 2
+    assert harness(["rules", "explain", "1", "--store", str(junk)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("Bad store") == 2 and "Traceback" not in err
