@@ -145,6 +145,8 @@ class BacktestResult:
             + (f", {_iso(r.first_at)} .. {_iso(r.last_at)})" if r.rows else ")")
             + (f"  CANCELLED after {self.rows_evaluated} rows" if self.cancelled else ""),
         ]
+        if not r.rows:
+            lines.append("  no journal rows in this range: nothing was evaluated")
         for name, count in self.per_rule().items():
             lines.append(f"  {name}: {count} would-be fire(s)")
         for e in self.rule_errors:
