@@ -134,3 +134,30 @@ def test_schedule_runs_in_journal_time_and_remembers(planted: Path, tmp_path: Pa
     assert not MinerSchedule(("restart_streak",)).due(conn)  # and survives a restart
     with pytest.raises(InputError, match="unknown miner"):
         check_miner_names(["restart_streak", "bogus"])
+
+
+def test_evaluator_runs_configured_miners(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ev.db"
+    _copy(planted, db).close()
+    cfg = tmp_path / "harness.toml"
+    disabled = ", ".join(f'"{r.rule.name}"' for r in starter())
+    cfg.write_text(
+        f'[memory]\nrule_miners = ["restart_streak"]\n\n[memory.rules]\ndisable = [{disabled}]\n'
+    )
+    monkeypatch.setenv("HARNESS_CONFIG", str(cfg))
+    assert harness_main(["evaluate", "--store", str(db)]) == 0
+    whos = [p.who for p in list_proposals(connect(db))]
+    assert whos == ["miner:restart_streak"]
+    cfg.write_text('[memory]\nrule_miners = ["bogus"]\n')
+    assert harness_main(["evaluate", "--store", str(db)]) == 2
+
+
+def test_no_miners_configured_means_no_mining(
+    planted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "ev2.db"
+    _copy(planted, db).close()
+    assert harness_main(["evaluate", "--store", str(db)]) == 0
+    assert list_proposals(connect(db)) == []

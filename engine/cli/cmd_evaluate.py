@@ -48,10 +48,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     open_live = _open_live()
 
+    from engine.policy.schedule import MinerSchedule, check_miner_names
+
     config, rules = _load(args)
+    miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
     conn = connect(resolve_store(args.store, config))
     lease = Lease(conn)
-    totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0}
+    totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0, "proposals": 0}
+
+    def maybe_mine() -> None:
+        """Configured miners run in the acting evaluator, hourly in journal time."""
+        if miners.due(conn):
+            disabled = set(config.rules.disable)
+            active = [r for r in rules if r.rule.name not in disabled]
+            found = miners.run(conn, active, config.rules)
+            stored = [p for p in found if p.proposal is not None]
+            totals["proposals"] += len(stored)
+            for pattern in stored:
+                sys.stderr.write(
+                    f"miner {pattern.miner}: proposed {pattern.rule} "
+                    f"(#{pattern.proposal.id if pattern.proposal else '?'}, notify)\n"
+                )
 
     def build() -> Any:
         evaluator, _policy = open_live(conn, rules, config, lease=lease)
@@ -62,6 +79,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         totals["fires"] += len(result.fires)
         totals["rule_errors"] += len(result.rule_errors)
         totals["store_errors"] += len(result.store_errors)
+        if result.rows:
+            maybe_mine()
         if args.follow:
             for fire in result.fires:
                 sys.stdout.write(_fire_line(fire, args.json) + "\n")
