@@ -48,44 +48,61 @@ def format_at(at_ms: int) -> str:
 
 
 class FiresTable(DataTable[str]):
-    """A DataTable that tells its pane when the operator moves away from the tail."""
+    """A DataTable that tells its pane when the operator moves, and whether at an edge.
 
-    class Paused(Message):
-        """The operator scrolled or moved up; ``at_top`` when already at the first row."""
+    Only operator actions post :class:`Moved`; the pane's own cursor moves
+    (following the tail, re-rendering a page) do not, so paging never feeds
+    back on itself.
+    """
 
-        def __init__(self, at_top: bool) -> None:
+    class Moved(Message):
+        """The operator moved ``up`` or ``down``; ``edge`` when now at the first/last row."""
+
+        def __init__(self, direction: str, edge: bool) -> None:
             super().__init__()
-            self.at_top = at_top
+            self.direction = direction
+            self.edge = edge
 
-    def _paused(self) -> None:
-        self.post_message(self.Paused(self.cursor_row <= 0 or self.scroll_y <= 0))
+    class JumpBack(Message):
+        """The operator asked to follow the tail again."""
+
+    def _up(self) -> None:
+        self.post_message(self.Moved("up", self.cursor_row <= 0))
+
+    def _down(self) -> None:
+        self.post_message(self.Moved("down", self.cursor_row >= self.row_count - 1))
 
     def action_cursor_up(self) -> None:
         super().action_cursor_up()
-        self._paused()
+        self._up()
 
     def action_page_up(self) -> None:
         super().action_page_up()
-        self._paused()
+        self._up()
 
     def action_scroll_top(self) -> None:
         super().action_scroll_top()
-        self._paused()
+        self._up()
 
     def action_scroll_home(self) -> None:
         super().action_scroll_home()
-        self._paused()
+        self._up()
+
+    def action_cursor_down(self) -> None:
+        super().action_cursor_down()
+        self._down()
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        self._down()
 
     def action_scroll_end(self) -> None:
         """``end`` jumps back to the live tail (the pane re-follows)."""
         self.post_message(self.JumpBack())
 
-    class JumpBack(Message):
-        """The operator asked to follow the tail again."""
-
     def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         super()._on_mouse_scroll_up(event)
-        self._paused()
+        self.post_message(self.Moved("up", self.scroll_y <= 0))
 
 
 class FiresPane(Vertical):
@@ -268,19 +285,15 @@ class FiresPane(Vertical):
 
     # -- events ----------------------------------------------------------------
 
-    async def on_fires_table_paused(self, message: FiresTable.Paused) -> None:
-        if self.following:
-            self.following = False
-            self.new_count = 0
-            self._update_status()
-        if message.at_top:
-            await self._load_older()
-
-    async def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        last = len(self.window) - 1
-        if event.cursor_row == 0 and not self.following:
-            await self._load_older()
-        elif event.cursor_row >= last and last >= 0:
+    async def on_fires_table_moved(self, message: FiresTable.Moved) -> None:
+        if message.direction == "up":
+            if self.following:
+                self.following = False
+                self.new_count = 0
+                self._update_status()
+            if message.edge:
+                await self._load_older()
+        elif message.edge:
             if self.has_newer:
                 await self._load_newer()
             elif not self.following:

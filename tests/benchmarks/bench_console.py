@@ -1,0 +1,255 @@
+"""Console benchmarks: cold start to first frame, memory with 1M fires, commit-to-screen.
+
+- cold start: a fresh ``python`` process builds the console on a store and
+  reports when its first frame is up (Textual's auto-pilot starts once the
+  first screen is mounted and painted); baseline: a bare Textual app the same way.
+- memory: a child process opens the Fires pane on a store with 1,000,000 fires
+  and pages back through thousands of them; its peak RSS is reported;
+  baseline: the same on an empty store.
+- latency: the console runs ``--demo`` (embedded evaluator + live fleet feed)
+  while fires are committed; the time from commit to the fire being in the
+  Fires pane's table is measured (p50/p99).
+
+Run: ``.venv/bin/python tests/benchmarks/run_all.py -k console [--quick]``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tests.benchmarks._common import Row
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_CHILD_APP = r"""
+import os, resource, sys, time
+from pathlib import Path
+t0 = float(os.environ["BENCH_T0"])
+mode = sys.argv[1]
+if mode == "bare":
+    from textual.app import App
+    from textual.widgets import Footer, Header
+    class Bare(App):
+        def compose(self):
+            yield Header(); yield Footer()
+    app = Bare()
+else:
+    from console.app import HarnessConsole
+    from console.context import ConsoleContext
+    from engine.views.session import ConsoleOptions
+    opts = ConsoleOptions(store_path=Path(sys.argv[2]))
+    app = HarnessConsole(ConsoleContext(opts, evaluate=False), initial=sys.argv[3],
+                         watch_files=False)
+pages = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+
+async def pilot(p):
+    first = time.time() - t0
+    if pages:
+        pane = app.query_one("FiresPane")
+        while not pane.window:
+            await p.pause(0.05)
+        for _ in range(pages):
+            await p.press("ctrl+home")
+            await p.pause(0.02)
+        await p.press("end")
+        await p.pause(0.3)
+    print(f"{first:.4f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
+    app.exit()
+
+app.run(headless=True, auto_pilot=pilot, size=(120, 40))
+"""
+
+
+def _child(*args: str) -> tuple[float, float]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_T0=repr(time.time()))
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD_APP, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    first, rss = out.stdout.strip().splitlines()[-1].split()
+    return float(first), float(rss)
+
+
+def _small_store(path: Path) -> None:
+    from engine.fleet.sim import DAY_MS, write_fleet
+    from engine.store.db import connect
+
+    conn = connect(path)
+    start = (int(time.time() * 1000) // DAY_MS - 1) * DAY_MS
+    write_fleet(conn, days=1, start_ms=start, validate=False)
+    conn.close()
+
+
+def _fires_store(path: Path, n: int) -> None:
+    """A small journal plus ``n`` fires spread over it (written directly, in batches)."""
+    from engine.store.db import connect
+
+    _small_store(path)
+    conn = connect(path)
+    seqs = [r[0] for r in conn.execute("SELECT seq, at FROM rule_journal WHERE kind != 'tick'")]
+    ats = dict(conn.execute("SELECT seq, at FROM rule_journal").fetchall())
+    calls = (
+        '[{"fn":"count","field":null,"selector":{"harness":"h01"},"window_ms":3600000,"result":3}]'
+    )
+    reasons = '["level notify", "no notify action configured: recorded only"]'
+    batch = []
+    conn.execute("BEGIN")
+    for i in range(n):
+        seq = seqs[i % len(seqs)]
+        rule = f"bench_rule_{i // len(seqs)}"
+        batch.append((rule, "h" * 64, seq, ats[seq], f"h{i % 12 + 1:02d}", reasons, calls))
+        if len(batch) == 50_000:
+            conn.executemany(
+                "INSERT INTO rule_fires (rule, hash, seq, at, target, level, effective_level,"
+                " status, reasons, calls) VALUES (?, ?, ?, ?, ?, 'notify', 'notify', 'fired',"
+                " ?, ?)",
+                batch,
+            )
+            batch.clear()
+    if batch:
+        conn.executemany(
+            "INSERT INTO rule_fires (rule, hash, seq, at, target, level, effective_level,"
+            " status, reasons, calls) VALUES (?, ?, ?, ?, ?, 'notify', 'notify', 'fired', ?, ?)",
+            batch,
+        )
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _cold_start(tmp: Path, runs: int) -> list[Row]:
+    store = tmp / "cold.db"
+    _small_store(store)
+    console = statistics.median(_child("console", str(store), "fleet")[0] for _ in range(runs))
+    bare = statistics.median(_child("bare")[0] for _ in range(runs))
+    return [
+        Row(
+            "console cold start to first frame",
+            console,
+            "s",
+            target=1.5,
+            higher_is_better=False,
+            baseline=bare,
+            note=f"median of {runs} fresh processes; baseline: bare Textual app {bare:.2f}s",
+        )
+    ]
+
+
+def _memory(tmp: Path, fires: int, pages: int) -> list[Row]:
+    empty = tmp / "empty.db"
+    from engine.store.db import connect
+
+    connect(empty).close()
+    big = tmp / "big.db"
+    t = time.perf_counter()
+    _fires_store(big, fires)
+    built = time.perf_counter() - t
+    _, rss = _child("console", str(big), "fires", str(pages))
+    _, base = _child("console", str(empty), "fires", str(pages))
+    return [
+        Row(
+            f"peak RSS, Fires pane over {fires:,} fires",
+            rss,
+            "MiB",
+            target=300,
+            higher_is_better=False,
+            baseline=base,
+            note=f"paged back {pages} pages (≈{pages * 100:,} fires) and jumped to the tail;"
+            f" baseline: empty store {base:.0f} MiB; store built in {built:.1f}s",
+        )
+    ]
+
+
+def _latency(tmp: Path, samples: int) -> list[Row]:
+    from console.app import HarnessConsole
+    from console.context import ConsoleContext
+    from console.panes.fires import FiresPane
+    from engine.store.db import connect
+    from engine.views.session import ConsoleOptions
+
+    store = tmp / "demo" / "journal.db"
+    store.parent.mkdir()
+    opts = ConsoleOptions.from_args(store=str(store), demo=True)
+    app = HarnessConsole(ConsoleContext(opts), initial="fires", watch_files=False)
+    commits: dict[int, float] = {}
+    seen: dict[int, float] = {}
+    rows_before = [0]
+
+    def writer(stop: threading.Event) -> None:
+        conn = connect(store)
+        i = 0
+        while not stop.is_set() and i < samples:
+            seq = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
+            if seq is None:
+                stop.wait(0.1)
+                continue
+            cur = conn.execute(
+                "INSERT INTO rule_fires (rule, hash, seq, at, target, level, effective_level,"
+                " status, reasons, calls) VALUES (?, 'h', ?, 0, 'h01', 'annotate', 'annotate',"
+                " 'fired', '[]', '[]')",
+                (f"latency_probe_{i}", seq),
+            )
+            commits[int(cur.lastrowid or 0)] = time.perf_counter()
+            i += 1
+            stop.wait(0.25)
+        conn.close()
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            pane = app.query_one(FiresPane)
+            await pilot.pause(3.0)  # demo history written, evaluator and live feed running
+            rows_before[0] = (
+                connect(store).execute("SELECT COUNT(*) FROM rule_journal").fetchone()[0]
+            )
+            stop = threading.Event()
+            thread = threading.Thread(target=writer, args=(stop,), daemon=True)
+            thread.start()
+            deadline = time.perf_counter() + samples * 0.25 + 10
+            while len(seen) < samples and time.perf_counter() < deadline:
+                now = time.perf_counter()
+                for f in pane.window[-20:]:
+                    if f.id in commits and f.id not in seen:
+                        seen[f.id] = now
+                await asyncio.sleep(0.005)
+            stop.set()
+            thread.join()
+
+    asyncio.run(drive())
+    rows_after = connect(store).execute("SELECT COUNT(*) FROM rule_journal").fetchone()[0]
+    lat = sorted((seen[i] - commits[i]) * 1000 for i in seen)
+    if not lat:
+        return [Row("commit-to-screen latency p99", float("nan"), "ms", note="no probe seen")]
+    p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
+    load = f"{rows_after - rows_before[0]:,} journal rows committed by the demo meanwhile"
+    return [
+        Row("commit-to-screen latency p50 (--demo)", statistics.median(lat), "ms", note=load),
+        Row(
+            "commit-to-screen latency p99 (--demo)",
+            p99,
+            "ms",
+            target=500,
+            higher_is_better=False,
+            note=f"{len(lat)}/{samples} probes seen; poll interval 150 ms",
+        ),
+    ]
+
+
+def run(quick: bool) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="bench-console-") as d:
+        tmp = Path(d)
+        rows = _cold_start(tmp, runs=1 if quick else 3)
+        rows += _memory(tmp, fires=100_000 if quick else 1_000_000, pages=20 if quick else 100)
+        rows += _latency(tmp, samples=8 if quick else 40)
+    return rows
