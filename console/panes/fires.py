@@ -124,6 +124,8 @@ class FiresPane(Vertical):
         self.head_id = 0
         self.new_count = 0
         self._loading = False
+        #: True once the first page for the current filter has been read.
+        self.loaded = False
 
     def compose(self) -> ComposeResult:
         yield Input(
@@ -151,6 +153,7 @@ class FiresPane(Vertical):
         self.has_older = True
         self.head_id = 0
         self.new_count = 0
+        self.loaded = False
         self._tail()
 
     @work(exclusive=True, group="fires-tail")
@@ -174,6 +177,7 @@ class FiresPane(Vertical):
             self.head_id = rows[-1].id if rows else 0
             self.has_older = len(rows) == WINDOW
             self._render_window(len(rows) - 1)
+            self.loaded = True
             while True:
                 await asyncio.sleep(self.context.poll_interval)
                 if self.following and not self.has_newer:

@@ -54,7 +54,7 @@ async def pilot(p):
     first = time.time() - t0
     if pages:
         pane = app.query_one("FiresPane")
-        while not pane.window:
+        while not pane.loaded:
             await p.pause(0.05)
         for _ in range(pages):
             await p.press("ctrl+home")
