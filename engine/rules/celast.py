@@ -35,7 +35,8 @@ class AstDecodeError(ValueError):
 _Fields = dict[int, list[int | bytes]]
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """One base-128 varint at ``pos``: (value, position after it)."""
     result = 0
     shift = 0
     while True:
@@ -54,15 +55,15 @@ def _fields(buf: bytes) -> _Fields:
     out: _Fields = {}
     pos = 0
     while pos < len(buf):
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         num, wire = key >> 3, key & 7
         value: int | bytes
         if wire == 0:
-            value, pos = _varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         elif wire == 1:
             value, pos = buf[pos : pos + 8], pos + 8
         elif wire == 2:
-            size, pos = _varint(buf, pos)
+            size, pos = read_varint(buf, pos)
             value, pos = buf[pos : pos + size], pos + size
         elif wire == 5:
             value, pos = buf[pos : pos + 4], pos + 4
@@ -260,6 +261,22 @@ def decode_checked(serialized: bytes) -> CheckedAst:
         return CheckedAst(root, positions, refs)
     except (UnicodeDecodeError, struct.error) as exc:
         raise AstDecodeError(str(exc)) from None
+
+
+def parse_expr(text: str) -> Node | None:
+    """Parse ``text`` without type checking to the node tree (None if it has no expression).
+
+    Parse errors raise the binding's RuntimeError, as ``env.compile`` does.
+    """
+    from cel_expr_python import cel  # the CEL runtime stays out of this module's import
+
+    env = cel.NewEnv(variables={"event": cel.Type.DYN, "now": cel.Type.TIMESTAMP})
+    outer = _fields(env.compile(text, disable_check=True).serialize())
+    payload = _one_bytes(outer, 2)
+    if payload is None:
+        return None
+    expr = _one_bytes(_fields(payload), 2)
+    return None if expr is None else _expr(expr)
 
 
 # --- walking and printing -------------------------------------------------------------

@@ -14,6 +14,12 @@ primitive's Python implementation reads the *current* evaluation's host,
 budget and call log from a thread-local context that :func:`make_runner`'s
 runner installs around ``eval``. One compiled program thus serves any number
 of evaluations, on any number of threads.
+
+Why the runner does not evaluate the program the user's text compiled to:
+cel-expr-python leaks every argument it converts for a Python function, so
+:mod:`engine.rules.celexec` rewrites each primitive call into a
+zero-argument call whose Python side rebuilds the arguments (see there).
+The user's program is still what is type-checked, validated and hashed.
 """
 
 from __future__ import annotations
@@ -21,15 +27,18 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from engine.rules.celast import AstDecodeError, decode_checked
+from engine.rules.celexec import SitePlan, plan_sites, program_roots, rewrite_checked
 from engine.rules.model import (
     KINDS,
+    MAX_PRIMITIVE_CALLS,
     PRIMITIVE_COST,
     SATURATION,
     CallRecord,
@@ -87,6 +96,9 @@ class _Ctx(threading.local):
         self.cost = 0
         self.limit = 0
         self.exceeded = False
+        self.sites: tuple[Callable[[], int | bool], ...] = ()
+        self.event: Mapping[str, object] = {}
+        self.data: dict[str, Any] = {}
 
 
 _CTX = _Ctx()
@@ -164,6 +176,86 @@ def _function_decls() -> list[Any]:
     ]
 
 
+def _zero_arg_decls() -> list[Any]:
+    """``__prim_int_i()`` / ``__prim_bool_i()``: call site i of the rule being evaluated."""
+    t = cel.Type
+    out = []
+    for i in range(MAX_PRIMITIVE_CALLS):
+
+        def site(i: int = i) -> int | bool:
+            return _CTX.sites[i]()
+
+        for name, rtype in ((f"__prim_int_{i}", t.INT), (f"__prim_bool_{i}", t.BOOL)):
+            out.append(cel.FunctionDecl(name, [cel.Overload(name, rtype, [], impl=site)]))
+    return out
+
+
+class _SubError(Exception):
+    """A selector value (or other argument) program evaluated to an error."""
+
+
+_ERROR_TYPE = cel.Type.ERROR
+
+
+def _sub(program: Any, ctx: _Ctx) -> Any:
+    """Run a cut-out argument program on the current row; an error value raises."""
+    value = program.eval(data=ctx.data)
+    if value.type() == _ERROR_TYPE:
+        raise _SubError(_clean_runtime_error(str(value.value())))
+    return value.plain_value()
+
+
+def _make_site(plan: SitePlan, programs: Mapping[int, Any]) -> Callable[[], int | bool]:
+    """The Python side of one rewritten call site: rebuild the arguments, then call.
+
+    Arguments are built in CEL's order (field, selector entries, window), all
+    before the budget is charged, as when CEL evaluated them before calling.
+    """
+    items: tuple[tuple[str, int, Any], ...] = tuple(
+        (key, {"lit": 0, "row": 1}.get(tag, 2), programs[int(str(arg))] if tag == "prog" else arg)
+        for key, (tag, arg) in plan.selector
+    )
+    fld = plan.field
+    fld_prog = programs[int(str(fld[1]))] if fld is not None and fld[0] == "prog" else None
+    fld_lit = str(fld[1]) if fld is not None and fld_prog is None else None
+    win_prog = programs[int(str(plan.window[1]))]
+    win_const: int | None = None
+    if plan.window[0] == "const":
+        try:
+            value = win_prog.eval(data={})
+            if value.type() != _ERROR_TYPE and isinstance(value.value(), _dt.timedelta):
+                win_const = _window_ms(value.value())
+        except Exception:  # evaluated per call instead, where an error surfaces properly
+            win_const = None
+    fn = plan.fn
+
+    def site() -> int | bool:
+        ctx = _CTX
+        fieldname = fld_lit if fld_prog is None else _sub(fld_prog, ctx)
+        sel: dict[str, str] = {}
+        for key, tag, arg in items:
+            if tag == 0:
+                sel[key] = arg
+            elif tag == 1:
+                v = ctx.event.get(arg)
+                sel[key] = "" if v is None else str(v)
+            else:
+                sel[key] = str(_sub(arg, ctx))
+        win = win_const if win_const is not None else _window_ms(_sub(win_prog, ctx))
+        host = _charge()
+        result: int | bool
+        if fn == "count":
+            result = min(int(host.count(sel, win)), SATURATION)
+        elif fn == "distinct":
+            result = min(int(host.distinct(str(fieldname), sel, win)), SATURATION)
+        else:
+            result = bool(host.exists(sel, win))
+        ctx.calls.append(CallRecord(fn, fieldname, tuple(sorted(sel.items())), win, result))
+        return result
+
+    return site
+
+
 @dataclass(frozen=True, slots=True)
 class CelError:
     """One compile diagnostic from CEL: 1-based line/col within the ``when`` text."""
@@ -196,14 +288,38 @@ class CelEnvironment:
         self._pool, self._classes = _build_pool()
         self._cache = _RowCache()
         decls = _function_decls()
-        self._envs = {
-            kind: cel.NewEnv(
-                descriptor_pool=self._pool,
-                variables={"event": cel.Type(message_name(kind)), "now": cel.Type.TIMESTAMP},
-                functions=decls,
-            )
-            for kind in KINDS
-        }
+        self._envs = {kind: self._new_env(kind, decls) for kind in KINDS}
+        exec_decls = decls + _zero_arg_decls()
+        self._exec_envs = {kind: self._new_env(kind, exec_decls) for kind in KINDS}
+
+    def _new_env(self, kind: str, decls: list[Any]) -> Any:
+        return cel.NewEnv(
+            descriptor_pool=self._pool,
+            variables={"event": cel.Type(message_name(kind)), "now": cel.Type.TIMESTAMP},
+            functions=decls,
+        )
+
+    def execution_program(
+        self, kind: str, expr: Any
+    ) -> tuple[Any, tuple[Callable[[], int | bool], ...]]:
+        """The leak-free program to run for ``expr`` and its call-site callbacks.
+
+        Falls back to ``expr`` itself (whose primitives still work, leaking)
+        when a call site has a shape the loader's checks would have refused.
+        """
+        try:
+            raw = expr.serialize()
+            plans = plan_sites(decode_checked(raw), kind)
+            if not plans:
+                return expr, ()
+            calls = {p.node_id: p.name for p in plans}
+            main, cuts = rewrite_checked(raw, calls, program_roots(plans))
+            env = self._exec_envs[kind]
+            program = env.deserialize(main)
+            programs = {nid: env.deserialize(b) for nid, b in cuts.items()}
+            return program, tuple(_make_site(p, programs) for p in plans)
+        except (AstDecodeError, RuntimeError, KeyError, ValueError):
+            return expr, ()
 
     def compile(self, kind: str, when: str) -> tuple[Any | None, list[CelError]]:
         """Compile and type-check; a result type other than bool is an error."""
@@ -250,6 +366,7 @@ class CelEnvironment:
         rules of one kind evaluated on one row build them once.
         """
         fields = tuple(f for f, _ in KINDS[kind])
+        program, sites = self.execution_program(kind, expr)
         cls = self._classes[kind]
         ctx = _CTX
         cache = self._cache
@@ -279,6 +396,7 @@ class CelEnvironment:
                 cache.key, cache.msg = values, msg
             if cache.now_ms != now_ms:
                 cache.now_ms, cache.now = now_ms, epoch + delta(milliseconds=now_ms)
+            data = {"event": msg, "now": cache.now}
             ctx.host, ctx.calls, ctx.cost, ctx.limit, ctx.exceeded = (
                 host,
                 [],
@@ -286,8 +404,9 @@ class CelEnvironment:
                 cost_limit,
                 False,
             )
+            ctx.sites, ctx.event, ctx.data = sites, event, data
             try:
-                value = expr.eval(data={"event": msg, "now": cache.now})
+                value = program.eval(data=data)
                 calls = ctx.calls
                 if ctx.exceeded:
                     return EvalResult(False, tuple(calls), ctx.cost, COST_EXCEEDED)

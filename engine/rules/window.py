@@ -387,18 +387,9 @@ _STRING_FIELDS = frozenset(SELECTOR_KEYS)
 
 def _parse(text: str) -> Any:
     """Parse (without type checking) to the celast node tree."""
-    from cel_expr_python import cel
+    from engine.rules.celast import parse_expr
 
-    from engine.rules import celast
-
-    env = cel.NewEnv(variables={"event": cel.Type.DYN, "now": cel.Type.TIMESTAMP})
-    raw = env.compile(text, disable_check=True).serialize()
-    outer = celast._fields(raw)
-    payload = celast._one_bytes(outer, 2)
-    if payload is None:
-        return None
-    expr = celast._one_bytes(celast._fields(payload), 2)
-    return None if expr is None else celast._expr(expr)
+    return parse_expr(text)
 
 
 def _walk(node: Any) -> list[Any]:
