@@ -80,16 +80,19 @@ def write_demo_history(store: Path, now_ms: int, *, days: int = 2, seed: int = 7
 def replay_rows(
     start_wall_ms: int, *, speed: float, seed: int = 7, harnesses: int = 12
 ) -> Iterator[InsertRow]:
-    """Demo-day rows re-stamped to wall time: sim time runs ``speed`` times faster."""
-    sim_day0 = 0
-    rows = day_rows(
-        DEMO_DAY, harnesses=harnesses, seed=seed, start_ms=sim_day0, quiet=False, ticks=True
-    )
+    """Simulated days from the demo day on, re-stamped to wall time ``speed`` times faster.
+
+    Endless: after the demo day comes the next simulated day, so a demo left
+    open keeps receiving rows (and the planted patterns keep recurring).
+    """
     origin = DEMO_DAY * DAY_MS + DEMO_START_OFFSET_MS
-    for row in rows:
-        if row[0] < origin:
-            continue
-        yield (start_wall_ms + int((row[0] - origin) / speed), *row[1:])
+    day = DEMO_DAY
+    while True:
+        for row in day_rows(day, harnesses=harnesses, seed=seed, start_ms=0, quiet=False):
+            if row[0] < origin:
+                continue
+            yield (start_wall_ms + int((row[0] - origin) / speed), *row[1:])
+        day += 1
 
 
 def feed_live(
