@@ -117,6 +117,9 @@ WHENS = [
     '(has(event.tool) ? count({"tool": event.tool}, duration("1h")) : 3) >= 2',
     'distinct("cause_digest", {"type": event.type, "harness": event.harness}, duration("24h"))'
     ' == count({}, duration("24h")) % 5',
+    '[count({"tool": event.tool}, duration("1h")), 1].exists(x, x > 2)',  # range: outside the loop
+    " + ".join(f'count({{"run": event.run + "{i}"}}, duration("{i + 1}m"))' for i in range(7))
+    + ' > 9 || exists({"tool": event.tool}, duration("1h"))',  # the eighth, last site
 ]
 
 
@@ -125,6 +128,9 @@ def _runners(when: str, base: int, limit: int, on: str = "run_event") -> tuple[A
     for env in (CelEnvironment(), AsWritten()):
         expr, errors = env.compile(on, when)
         assert expr is not None, errors
+        if type(env) is CelEnvironment:  # really rewritten: one zero-arg site per call
+            program, sites = env.execution_program(on, expr)
+            assert program is not expr and len(sites) == when.count(", duration(")
         out.append(env.make_runner(on, expr, base_cost=base, cost_limit=limit))
     return out[0], out[1]
 
