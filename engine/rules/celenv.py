@@ -231,7 +231,7 @@ def _make_site(plan: SitePlan, programs: Mapping[int, Any]) -> Callable[[], int 
 
     def site() -> int | bool:
         ctx = _CTX
-        fieldname = fld_lit if fld_prog is None else _sub(fld_prog, ctx)
+        fieldname: Any = fld_lit if fld_prog is None else _sub(fld_prog, ctx)
         sel: dict[str, str] = {}
         for key, tag, arg in items:
             if tag == 0:
@@ -247,7 +247,7 @@ def _make_site(plan: SitePlan, programs: Mapping[int, Any]) -> Callable[[], int 
         if fn == "count":
             result = min(int(host.count(sel, win)), SATURATION)
         elif fn == "distinct":
-            result = min(int(host.distinct(str(fieldname), sel, win)), SATURATION)
+            result = min(int(host.distinct(fieldname, sel, win)), SATURATION)
         else:
             result = bool(host.exists(sel, win))
         ctx.calls.append(CallRecord(fn, fieldname, tuple(sorted(sel.items())), win, result))

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from engine.config import RulesConfig
-from engine.rules.celast import parse_expr
+from engine.rules.celast import AstDecodeError, parse_expr
 from engine.rules.celenv import CelEnvironment
+from engine.rules.celexec import rewrite_checked
 from engine.rules.loader import compile_rule_file
 from engine.rules.model import CompiledRule, EvalResult
 
@@ -204,3 +205,12 @@ def test_parse_expr_gives_the_tree_without_type_checking() -> None:
     assert call.args[0].entries[0][1].name == "nope"  # not a declared field: unchecked parse
     with pytest.raises(RuntimeError):
         parse_expr("count(")
+
+
+def test_rewrite_refuses_malformed_bytes_with_a_decode_error() -> None:
+    env = CelEnvironment()
+    expr, _ = env.compile("run_event", 'count({"type": "a"}, duration("1h")) > 1')
+    raw = expr.serialize()
+    for bad in (raw[: len(raw) // 2], b"\x0a\x05ab", b"\x0f"):
+        with pytest.raises(AstDecodeError):
+            rewrite_checked(bad, {1: "__prim_int_0"})
