@@ -17,7 +17,14 @@ from console.messages import OpenBacktest
 from console.panes.fires import format_at
 from engine.errors import HarnessError
 from engine.rules.model import LoadResult
-from engine.views.rules import RuleRow, keep_last_good, lint_lines, load_console_rules, rule_rows
+from engine.views.rules import (
+    FireCounter,
+    RuleRow,
+    keep_last_good,
+    lint_lines,
+    load_console_rules,
+    rule_rows,
+)
 
 STATE_STYLE = {"active": "green", "shadow": "magenta", "disabled": "red", "enforced": "bold yellow"}
 
@@ -45,6 +52,7 @@ class RulesPane(Vertical):
         self.context = context
         self.result: LoadResult | None = None
         self.rows: list[RuleRow] = []
+        self.counter = FireCounter()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rules-status", classes="status-line")
@@ -73,7 +81,7 @@ class RulesPane(Vertical):
             )
             conn = self.context.connect()
             try:
-                rows = rule_rows(conn, [c.rule for c in result.rules], config)
+                rows = rule_rows(conn, [c.rule for c in result.rules], config, self.counter)
             finally:
                 conn.close()
         except HarnessError as exc:

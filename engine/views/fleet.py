@@ -30,8 +30,9 @@ DAY_MS = 86_400_000
 class HarnessSummary:
     """What the Fleet pane shows for one harness.
 
-    ``state`` is ``held`` (an active hold), ``stopped`` (a stop acted after its
-    last run start), ``running`` (a run started and has not finished) or ``idle``.
+    ``state`` is ``held`` (an active hold), ``stopped`` (a stop acted in the
+    last 24 hours, after its last run start), ``running`` (a run started and
+    has not finished) or ``idle``.
     ``activity`` counts events per bucket, oldest first, for a sparkline.
     """
 
@@ -113,8 +114,9 @@ def fleet_summary(
     }
     stops: dict[str, int] = {}
     for target, at in conn.execute(
-        "SELECT target, MAX(at) FROM rule_fires WHERE effective_level = 'stop'"
-        " AND status NOT IN ('shadow', 'suppressed') AND target IS NOT NULL GROUP BY target"
+        "SELECT target, MAX(at) FROM rule_fires WHERE seq >= ? AND effective_level = 'stop'"
+        " AND status NOT IN ('shadow', 'suppressed') AND target IS NOT NULL GROUP BY target",
+        (since_seq,),
     ):
         stops[str(target)] = int(at)
     window_start = now - buckets * bucket_ms

@@ -74,19 +74,46 @@ def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
     return row is not None
 
 
+class FireCounter:
+    """Per-rule fired and suppressed counts, updated incrementally by fire id.
+
+    The Rules pane refreshes every few seconds; recounting a million fires
+    each time would be a full scan, so only fires newer than the last seen id
+    are counted (fires are append-only).
+    """
+
+    def __init__(self) -> None:
+        self.last_id = 0
+        self.fires: dict[str, int] = {}
+        self.suppressed: dict[str, int] = {}
+
+    def update(self, conn: sqlite3.Connection) -> None:
+        top = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM rule_fires").fetchone()[0])
+        if top < self.last_id:  # a different or pruned store: start over
+            self.__init__()  # type: ignore[misc]
+        for r, status, n in conn.execute(
+            "SELECT rule, status = 'suppressed', COUNT(*) FROM rule_fires"
+            " WHERE id > ? AND id <= ? GROUP BY 1, 2",
+            (self.last_id, top),
+        ):
+            bucket = self.suppressed if status else self.fires
+            bucket[str(r)] = bucket.get(str(r), 0) + int(n)
+        self.last_id = top
+
+
 def rule_rows(
-    conn: sqlite3.Connection, rules: Sequence[Rule], config: HarnessConfig
+    conn: sqlite3.Connection,
+    rules: Sequence[Rule],
+    config: HarnessConfig,
+    counter: FireCounter | None = None,
 ) -> list[RuleRow]:
     """Rows for ``rules``, with state decided in journal time (the newest row's ``at``)."""
     authority = Authority.from_config(config)
     now = int(conn.execute("SELECT COALESCE(MAX(at), 0) FROM rule_journal").fetchone()[0])
-    fires: dict[str, int] = {}
-    suppressed: dict[str, int] = {}
-    for r, status, n in conn.execute(
-        "SELECT rule, status = 'suppressed', COUNT(*) FROM rule_fires GROUP BY 1, 2"
-    ):
-        bucket = suppressed if status else fires
-        bucket[str(r)] = int(n)
+    counter = counter or FireCounter()
+    counter.update(conn)
+    fires = dict(counter.fires)
+    suppressed = dict(counter.suppressed)
     stored: dict[str, tuple[str, str | None]] = {
         str(n): (str(s), e) for n, s, e in conn.execute("SELECT name, state, error FROM rule_state")
     }

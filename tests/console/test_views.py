@@ -202,3 +202,53 @@ def test_classify_change(tmp_path: Path) -> None:
     assert classify_change(options, cfg_file) == {"config"}
     assert classify_change(options, specs / "notes.txt") == set()
     assert policy in options.watch_dirs() and specs in options.watch_dirs()
+
+
+def test_fire_counter_is_incremental(store: Path) -> None:
+    from engine.views.rules import FireCounter
+
+    conn = _conn(store)
+    counter = FireCounter()
+    counter.update(conn)
+    before = dict(counter.fires)
+    seq = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
+    conn.execute(
+        "INSERT INTO rule_fires (rule, hash, seq, at, target, level, effective_level, status,"
+        " reasons, calls) VALUES ('file_churn', 'h', ?, 0, 'x', 'notify', 'notify',"
+        " 'suppressed', '[]', '[]')",
+        (seq,),
+    )
+    suppressed = counter.suppressed.get("file_churn", 0)
+    counter.update(conn)
+    assert counter.fires == before
+    assert counter.suppressed["file_churn"] == suppressed + 1
+
+
+def test_backtest_compare_and_cancel(store: Path, policy_dir: Path) -> None:
+    import threading
+
+    from engine.views.backtest import lint_candidate, run_candidate
+
+    config = demo_config(HarnessConfig())
+    current = next(
+        c
+        for c in load_console_rules(config, policy_dir).rules
+        if c.rule.name == "verify_same_failure"
+    )
+    looser, errors = lint_candidate(current.rule.text.replace(">= 3", ">= 2"), config)
+    assert looser is not None and not errors
+    conn = _conn(store)
+    run = run_candidate(conn, looser, current, config)
+    assert run.baseline is not None
+    base_keys = {(f.seq, f.target) for f in run.baseline.fires}
+    new_keys = {(f.seq, f.target) for f in run.result.fires}
+    assert {(f.seq, f.target) for f in run.gained} == new_keys - base_keys
+    assert {(f.seq, f.target) for f in run.lost} == base_keys - new_keys
+    assert run.gained and sum(run.by_status.values()) == len(run.result.fires)
+    assert sum(n for _, n in run.per_day) == len(run.result.fires)
+    cancel = threading.Event()
+    cancel.set()
+    stopped = run_candidate(conn, looser, current, config, cancel=cancel)
+    assert stopped.result.cancelled and stopped.baseline is None
+    bad, errors = lint_candidate("name: x\non: run_event\nwhen: event.nope == 1\n", config)
+    assert bad is None and errors and errors[0].location.line >= 1
