@@ -404,7 +404,8 @@ class CelEnvironment:
                 cost_limit,
                 False,
             )
-            ctx.sites, ctx.event, ctx.data = sites, event, data
+            if sites:  # only a rewritten program calls back into them
+                ctx.sites, ctx.event, ctx.data = sites, event, data
             try:
                 value = program.eval(data=data)
                 calls = ctx.calls
