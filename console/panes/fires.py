@@ -11,6 +11,7 @@ the poll only counts the new fires for the "N new" badge.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from textual.containers import Horizontal, Vertical
 from textual.events import MouseScrollUp
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
+from textual.worker import Worker
 
 from console.context import ConsoleContext
 from console.messages import OpenExplain
@@ -126,6 +128,7 @@ class FiresPane(Vertical):
         self._loading = False
         #: True once the first page for the current filter has been read.
         self.loaded = False
+        self._tail_worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         yield Input(
@@ -143,6 +146,14 @@ class FiresPane(Vertical):
     def on_mount(self) -> None:
         self._start()
 
+    async def on_unmount(self) -> None:
+        """Stop the tail while the event loop still runs, so aiosqlite's thread closes cleanly."""
+        worker = self._tail_worker
+        if worker is not None and not worker.is_finished:
+            worker.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await worker.wait()
+
     # -- loading -------------------------------------------------------------
 
     def _start(self) -> None:
@@ -154,7 +165,7 @@ class FiresPane(Vertical):
         self.head_id = 0
         self.new_count = 0
         self.loaded = False
-        self._tail()
+        self._tail_worker = self._tail()
 
     @work(exclusive=True, group="fires-tail")
     async def _tail(self) -> None:
