@@ -45,6 +45,7 @@ basis, route order, forbid, allow, elicit, after_success, and every rule with
 the matched ones highlighted with the phrase that matched. The spec's scenario
 tests run with pass/fail.
 
+- `ctrl+o` browse for a spec file; `ctrl+l` type a path or glob
 - `ctrl+s` save the current input and decision as a new scenario test
 """,
     "explain": """# Explain
@@ -58,7 +59,7 @@ action outcome.
 Pick a rule or edit a copy of it (lint errors show inline), choose a range and
 run it over recorded history in a worker.
 
-- `ctrl+r` run, `escape` cancel
+- `ctrl+r` run, `ctrl+x` cancel, `ctrl+e` reset the copy to the rule's source
 - results: table of would-be fires, a per-day chart, totals by status, and the
   fires gained and lost against the rule's current version
 """,

@@ -15,6 +15,7 @@ from textual.widgets import Input, Select, Static
 
 from console.context import ConsoleContext
 from console.widgets.confirm import AskText
+from console.widgets.picker import PickSpec
 from engine.errors import HarnessError
 from engine.views.decide import (
     DecideResult,
@@ -38,7 +39,8 @@ def display_path(path: Path) -> str:
 class DecidePane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save_scenario", "Save as scenario"),
-        Binding("ctrl+o", "open_path", "Open spec path"),
+        Binding("ctrl+o", "pick_file", "Open spec…"),
+        Binding("ctrl+l", "open_path", "Spec path", show=False),
     ]
     DEFAULT_CSS = """
     DecidePane #decide-top { height: 3; }
@@ -154,6 +156,16 @@ class DecidePane(Vertical):
             event.stop()
             matches = expand_globs([event.value.strip()])
             self.open_spec(matches[0] if matches else Path(event.value.strip()).expanduser())
+
+    def action_pick_file(self) -> None:
+        """Browse for a spec file, starting at the open spec's directory (else the cwd)."""
+        root = self.loaded_path.parent if self.loaded_path is not None else Path.cwd()
+
+        def done(path: Path | None) -> None:
+            if path is not None:
+                self.open_spec(path)
+
+        self.app.push_screen(PickSpec(root), done)
 
     def action_open_path(self) -> None:
         self.query_one("#decide-path", Input).focus()

@@ -301,3 +301,20 @@ async def test_help_theme_and_palette(make_app: AppFactory) -> None:
         assert "Go to Backtest" in titles and "Toggle light/dark" in titles
         await pilot.press("3")
         assert app.query_one("#panes", TabbedContent).active == "rules"
+
+
+async def test_decide_file_picker_opens_a_spec(make_app: AppFactory, spec_file: Path) -> None:
+    from console.widgets.picker import PickSpec, YamlTree
+
+    (spec_file.parent / "notes.txt").write_text("not a spec", encoding="utf-8")
+    app = make_app(initial="decide")
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(DecidePane)
+        await pilot.press("ctrl+o")
+        assert isinstance(app.screen, PickSpec)
+        tree = app.screen.query_one(YamlTree)
+        listed = [Path(p).name for p in tree.filter_paths(spec_file.parent.iterdir())]
+        assert listed == ["skill.spec.yml"]
+        app.screen.dismiss(spec_file)
+        await _until(pilot, lambda: pane.spec is not None)
+        assert pane.loaded_path == spec_file.resolve()
