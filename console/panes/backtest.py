@@ -41,6 +41,7 @@ class BacktestPane(Vertical):
     BacktestPane #backtest-top { height: 3; }
     BacktestPane #backtest-rule { width: 1fr; }
     BacktestPane #backtest-since { width: 30; }
+    BacktestPane #backtest-until { width: 30; }
     BacktestPane #backtest-body { height: 1fr; }
     BacktestPane #backtest-left { width: 1fr; }
     BacktestPane #backtest-editor { height: 1fr; }
@@ -81,6 +82,7 @@ class BacktestPane(Vertical):
         with Horizontal(id="backtest-top"):
             yield Select([], prompt="rule to backtest", id="backtest-rule")
             yield Input(placeholder="since (e.g. 7d; empty = all)", id="backtest-since")
+            yield Input(placeholder="until (seq, 24h or ISO time)", id="backtest-until")
         with Horizontal(id="backtest-body"):
             with Vertical(id="backtest-left"):
                 yield TextArea("", id="backtest-editor", language="yaml", soft_wrap=False)
@@ -179,7 +181,8 @@ class BacktestPane(Vertical):
         self.query_one("#backtest-progress", ProgressBar).update(total=None, progress=0)
         self.query_one("#backtest-text", Static).update("running … (ctrl+x cancels)")
         since = self.query_one("#backtest-since", Input).value.strip() or None
-        self._run(candidate, current, since, self.cancel)
+        until = self.query_one("#backtest-until", Input).value.strip() or None
+        self._run(candidate, current, since, until, self.cancel)
 
     def action_cancel(self) -> None:
         if self.running:
@@ -191,6 +194,7 @@ class BacktestPane(Vertical):
         candidate: CompiledRule,
         current: CompiledRule | None,
         since: str | None,
+        until: str | None,
         cancel: threading.Event,
     ) -> None:
         try:
@@ -202,6 +206,7 @@ class BacktestPane(Vertical):
                     current,
                     self.context.current_config,
                     since=since,
+                    until=until,
                     progress=lambda p: self.post_message(self.Advanced(p)),
                     cancel=cancel,
                 )

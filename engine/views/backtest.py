@@ -73,11 +73,16 @@ def run_candidate(
     config: HarnessConfig,
     *,
     since: str | None = None,
+    until: str | None = None,
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> BacktestRun:
-    """Replay ``candidate`` (and ``current`` when it differs) over the chosen range."""
-    seq_range = resolve_range(conn, since=since or None)
+    """Replay ``candidate`` (and ``current`` when it differs) over the chosen range.
+
+    ``since`` is a duration back from the last row; ``until`` a seq, a duration
+    back from the last row, or an ISO time (the CLI's ``--since`` / ``--until``).
+    """
+    seq_range = resolve_range(conn, since=since or None, until=until or None)
     authority = Authority.from_config(config)
     kwargs: dict[str, Any] = {"progress": progress, "cancel": cancel}
     result: BacktestResult = backtest_with_lifecycle(

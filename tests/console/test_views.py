@@ -252,3 +252,38 @@ def test_backtest_compare_and_cancel(store: Path, policy_dir: Path) -> None:
     assert stopped.result.cancelled and stopped.baseline is None
     bad, errors = lint_candidate("name: x\non: run_event\nwhen: event.nope == 1\n", config)
     assert bad is None and errors and errors[0].location.line >= 1
+
+
+def test_fleet_stopped_after_a_stop_fire(store: Path) -> None:
+    conn = _conn(store)
+    seq, at = conn.execute(
+        "SELECT seq, at FROM rule_journal WHERE harness = 'h07' ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO rule_fires (rule, hash, seq, at, target, level, effective_level, status,"
+        " reasons, calls) VALUES ('stopper', 'h', ?, ?, 'h07', 'stop', 'stop', 'fired',"
+        " '[]', '[]')",
+        (seq, at),
+    )
+    rows = {r.harness: r for r in fleet_summary(conn, END_MS)}
+    assert rows["h07"].state == "stopped"
+    conn.execute("UPDATE rule_fires SET status = 'shadow' WHERE rule = 'stopper'")
+    rows = {r.harness: r for r in fleet_summary(conn, END_MS)}
+    assert rows["h07"].state != "stopped"  # a shadow stop never acted
+
+
+def test_backtest_until_bounds_the_range(store: Path, policy_dir: Path) -> None:
+    from engine.views.backtest import run_candidate
+
+    config = demo_config(HarnessConfig())
+    rule = next(
+        c
+        for c in load_console_rules(config, policy_dir).rules
+        if c.rule.name == "verify_same_failure"
+    )
+    conn = _conn(store)
+    full = run_candidate(conn, rule, rule, config)
+    cut = int(full.result.fires[len(full.result.fires) // 2].seq)
+    half = run_candidate(conn, rule, rule, config, until=str(cut))
+    assert half.result.range.last_seq == cut
+    assert [f.seq for f in half.result.fires] == [f.seq for f in full.result.fires if f.seq <= cut]
