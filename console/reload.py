@@ -1,8 +1,9 @@
 """File watching: spec globs, rule directories and harness.toml reload on change.
 
-watchfiles watches the parent directories (editors save by writing a temp
-file and renaming it over the original, which a watch on the file itself
-misses). Each batch of changes is classified by ``engine.views.session.
+watchfiles watches the parent directories, recursively so that a spec glob
+like ``~/skills/**/skill.spec.yml`` sees new and nested files (editors save by
+writing a temp file and renaming it over the original, which a watch on the
+file itself misses). Each batch of changes is classified by ``engine.views.session.
 classify_change`` and posted to the app as one :class:`FilesChanged` message;
 the panes reload in their own workers and keep their last good version when a
 file is broken.
@@ -53,7 +54,7 @@ async def watch_files(
         debounce=debounce_ms,
         step=50,
         force_polling=force_polling,
-        recursive=False,
+        recursive=True,
     ):
         kinds: set[str] = set()
         paths: list[Path] = []

@@ -201,6 +201,12 @@ def test_classify_change(tmp_path: Path) -> None:
     assert classify_change(options, policy / "r.yml") == {"rules"}
     assert classify_change(options, cfg_file) == {"config"}
     assert classify_change(options, specs / "notes.txt") == set()
+    assert classify_change(options, policy / "nested" / "r.yml") == set()
+    deep = ConsoleOptions(
+        store_path=tmp_path / "j.db", spec_globs=(str(specs / "**" / "skill.spec.yml"),)
+    )
+    assert classify_change(deep, specs / "a" / "b" / "skill.spec.yml") == {"spec"}
+    assert specs in deep.watch_dirs()
     assert policy in options.watch_dirs() and specs in options.watch_dirs()
 
 
