@@ -318,3 +318,19 @@ async def test_decide_file_picker_opens_a_spec(make_app: AppFactory, spec_file: 
         app.screen.dismiss(spec_file)
         await _until(pilot, lambda: pane.spec is not None)
         assert pane.loaded_path == spec_file.resolve()
+
+
+async def test_f1_help_is_per_pane(make_app: AppFactory) -> None:
+    from console.app import PANES
+    from console.help import HELP
+
+    app = make_app()
+    async with app.run_test(size=(120, 36)) as pilot:
+        for pane_id, title in PANES:
+            app.action_show_pane(pane_id)
+            await pilot.pause(0.05)
+            app.set_focus(None)
+            await pilot.press("f1")
+            assert isinstance(app.screen, HelpScreen) and app.screen.pane == pane_id
+            assert HELP[pane_id].startswith(f"# {title}")
+            await pilot.press("escape")

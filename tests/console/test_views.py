@@ -293,3 +293,23 @@ def test_backtest_until_bounds_the_range(store: Path, policy_dir: Path) -> None:
     half = run_candidate(conn, rule, rule, config, until=str(cut))
     assert half.result.range.last_seq == cut
     assert [f.seq for f in half.result.fires] == [f.seq for f in full.result.fires if f.seq <= cut]
+
+
+def test_rule_rows_disabled_by_config_and_by_error(store: Path, policy_dir: Path) -> None:
+    import dataclasses
+
+    config = demo_config(HarnessConfig())
+    rules = [c.rule for c in load_console_rules(config, policy_dir).rules]
+    conn = _conn(store)
+    conn.execute(
+        "INSERT OR REPLACE INTO rule_state (name, hash, state, error, updated_at)"
+        " VALUES ('file_churn', 'x', 'disabled', 'cost limit exceeded', 0)"
+    )
+    silenced = dataclasses.replace(
+        config, rules=dataclasses.replace(config.rules, disable=("file_collision",))
+    )
+    rows = {r.name: r for r in rule_rows(conn, rules, silenced)}
+    assert rows["file_churn"].state == "disabled"
+    assert rows["file_churn"].error == "cost limit exceeded"
+    assert rows["file_collision"].state == "disabled"
+    assert "disable" in rows["file_collision"].state_detail
