@@ -27,7 +27,7 @@ class ConsoleContext:
 
     options: ConsoleOptions
     clock: Callable[[], int] = field(default=_wall_ms)
-    poll_interval: float = 0.15
+    poll_interval: float = 0.1
     refresh_interval: float = 2.0
     live: bool = True
     #: Run the embedded evaluator (behind the store lease) and, with --demo, the fleet feed.

@@ -241,7 +241,7 @@ def _latency(tmp: Path, samples: int) -> list[Row]:
             "ms",
             target=500,
             higher_is_better=False,
-            note=f"{len(lat)}/{samples} probes seen; poll interval 150 ms",
+            note=f"{len(lat)}/{samples} probes seen; poll interval 100 ms",
         ),
     ]
 
