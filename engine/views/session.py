@@ -46,6 +46,13 @@ class ConsoleOptions:
             store_path = Path(tempfile.mkdtemp(prefix="harness-demo-")) / "journal.db"
         else:
             store_path = resolve_store(store, cfg)
+            if demo and store_path.exists() and store_path.stat().st_size > 0:
+                msg = "--demo writes a simulated fleet: give it a new store path (or none)"
+                raise InputError(
+                    f"{store_path}: {msg}",
+                    title="Store not empty",
+                    diagnostics=[Diagnostic(msg, Location(str(store_path)), path="--store")],
+                )
         policy_dir: Path | None = None
         if policy:
             policy_dir = Path(policy).expanduser()

@@ -81,3 +81,12 @@ def test_console_command_does_not_import_textual_until_run() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_demo_refuses_an_existing_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.store.db import connect
+
+    store = tmp_path / "real.db"
+    connect(store).close()
+    assert main(["console", "--demo", "--store", str(store)]) == 2
+    assert "new store path" in capsys.readouterr().err
