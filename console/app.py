@@ -29,6 +29,7 @@ from console.panes.explain import ExplainPane
 from console.panes.fires import FiresPane
 from console.panes.fleet import FleetPane
 from console.panes.holds import HoldsPane
+from console.panes.proposals import ProposalsPane
 from console.panes.rules import RulesPane
 from console.reload import FilesChanged, watch_files
 from engine.config import load_config
@@ -44,6 +45,7 @@ PANES = (
     ("decide", "Decide"),
     ("explain", "Explain"),
     ("backtest", "Backtest"),
+    ("proposals", "Proposals"),
 )
 
 #: What takes focus when a pane is shown (never a hidden filter box).
@@ -55,6 +57,7 @@ FOCUS = {
     "decide": "#decide-input",
     "explain": "#explain-steps",
     "backtest": "#backtest-rule",
+    "proposals": "#proposals-table",
 }
 
 
@@ -196,6 +199,8 @@ class HarnessConsole(App[int]):
                 yield ExplainPane(ctx)
             with TabPane("Backtest", id="backtest"):
                 yield BacktestPane(ctx)
+            with TabPane("Proposals", id="proposals"):
+                yield ProposalsPane(ctx)
         yield Footer()
 
     # -- navigation ----------------------------------------------------------

@@ -63,6 +63,14 @@ run it over recorded history in a worker.
 - results: table of would-be fires, a per-day chart, totals by status, and the
   fires gained and lost against the rule's current version
 """,
+    "proposals": """# Proposals
+Rules proposed with `harness rules propose` or by the miner, each stored at
+notify (a proposal never holds or stops) with its backtest on recorded history.
+
+- `b` re-run the backtest over the last 7 days
+- `p` prepare the policy-repo branch (asks which repo; nothing is pushed, the
+  checkout and harness.toml are not touched)
+""",
 }
 
 

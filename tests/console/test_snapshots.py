@@ -124,3 +124,16 @@ def test_backtest_pane(snap_compare: SnapCompare, make_app: AppFactory) -> None:
         await _until(pilot, lambda: app.query_one("#backtest-fires", DataTable).row_count)
 
     assert snap_compare(app, run_before=ready)
+
+
+def test_proposals_pane(snap_compare: SnapCompare, make_app: AppFactory, store: Path) -> None:
+    from console.panes.proposals import ProposalsPane
+    from tests.console.test_proposals_pane import add_proposal
+
+    add_proposal(store)
+    app = make_app(initial="proposals", live=False)
+
+    async def ready(pilot: Pilot[Any]) -> None:
+        await _until(pilot, lambda: app.query_one(ProposalsPane).rows)
+
+    assert snap_compare(app, run_before=ready)
