@@ -34,7 +34,13 @@ from console.panes.rules import RulesPane
 from console.reload import FilesChanged, watch_files
 from engine.config import load_config
 from engine.errors import HarnessError
-from engine.views.live import demo_config, feed_live, run_evaluator, write_demo_history
+from engine.views.live import (
+    DEMO_ENFORCE,
+    demo_config,
+    feed_live,
+    run_evaluator,
+    write_demo_history,
+)
 from engine.views.session import ConsoleOptions
 
 PANES = (
@@ -113,6 +119,12 @@ class HarnessConsole(App[int]):
             self._restart_evaluator()
             if self.context.options.demo:
                 self._demo_feed()
+                self.notify(
+                    f"demo: `{DEMO_ENFORCE}` is enforced in memory for this session only "
+                    "(so a hold can be seen); no file is written",
+                    title="Demo fleet",
+                    timeout=8,
+                )
         if self.watch_files:
             self._watch()
 
