@@ -38,6 +38,7 @@ from engine.views.live import (
     DEMO_ENFORCE,
     demo_config,
     feed_live,
+    mine_demo,
     run_evaluator,
     write_demo_history,
 )
@@ -189,9 +190,22 @@ class HarnessConsole(App[int]):
         store = self.context.store_path
         try:
             write_demo_history(store, self.context.clock())
+            self._demo_mine()
             feed_live(store, self._stop)
         except HarnessError as exc:
             self.post_message(ShowError(f"Demo feed stopped: {exc.title}", str(exc)))
+
+    @work(thread=True, group="demo-mine")
+    def _demo_mine(self) -> None:
+        """--demo: one mining of the simulated history, beside the live feed."""
+        opts = self.context.options
+        try:
+            found = mine_demo(self.context.store_path, self.context.current_config, opts.policy_dir)
+        except HarnessError as exc:
+            self.post_message(ShowError(f"Demo mining stopped: {exc.title}", str(exc)))
+            return
+        if found:
+            self.call_from_thread(self.query_one(ProposalsPane).action_refresh)
 
     def compose(self) -> ComposeResult:
         ctx = self.context

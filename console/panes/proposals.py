@@ -75,6 +75,7 @@ class ProposalsPane(Vertical):
         super().__init__(classes="pane")
         self.context = context
         self.rows: list[Proposal] = []
+        self._loaded = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="proposals-status", classes="status-line")
@@ -109,8 +110,9 @@ class ProposalsPane(Vertical):
         self.post_message(self.Updated(rows))
 
     def on_proposals_pane_updated(self, message: Updated) -> None:
-        if message.rows == self.rows:
+        if self._loaded and message.rows == self.rows:
             return
+        self._loaded = True
         self.rows = message.rows
         table = self.query_one("#proposals-table", DataTable)
         cursor = table.cursor_row
@@ -130,7 +132,7 @@ class ProposalsPane(Vertical):
             )
         if message.rows:
             table.move_cursor(row=min(max(cursor, 0), len(message.rows) - 1))
-            self._show(self.selected())
+        self._show(self.selected())
         self.query_one("#proposals-status", Static).update(
             f"{len(message.rows)} proposal(s); all at notify or below: enforcing needs the "
             "operator's harness.toml"

@@ -48,7 +48,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     open_live = _open_live()
 
-    from engine.policy.schedule import MinerSchedule, check_miner_names
+    from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
 
     config, rules = _load(args)
     miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
@@ -58,10 +58,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     def maybe_mine() -> None:
         """Configured miners run in the acting evaluator, hourly in journal time."""
-        if miners.due(conn):
-            disabled = set(config.rules.disable)
-            active = [r for r in rules if r.rule.name not in disabled]
-            found = miners.run(conn, active, config.rules)
+        found = mine_if_due(miners, conn, rules, config.rules)
+        if found:
             stored = [p for p in found if p.proposal is not None]
             totals["proposals"] += len(stored)
             for pattern in stored:

@@ -71,3 +71,16 @@ class MinerSchedule:
             (MARK, int(seq or 0), int(at or 0)),
         )
         return found
+
+
+def mine_if_due(
+    schedule: MinerSchedule,
+    conn: sqlite3.Connection,
+    rules: Sequence[CompiledRule],
+    config: RulesConfig,
+) -> list[MinedPattern]:
+    """Run the schedule's miners when due, with the rules ``disable`` does not silence."""
+    if not schedule.due(conn):
+        return []
+    disabled = set(config.disable)
+    return schedule.run(conn, [r for r in rules if r.rule.name not in disabled], config)

@@ -136,8 +136,10 @@ def run_evaluator(
     poll_s: float = 0.05,
 ) -> None:
     """Evaluate the store while holding its lease (else follow) until ``stop`` is set."""
+    from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
     from engine.rules.lifecycle_run import open_live
 
+    miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
     conn = connect(store, check_same_thread=False)
     try:
         rules = load_console_rules(config, policy_dir).rules
@@ -147,6 +149,27 @@ def run_evaluator(
             evaluator, _policy = open_live(conn, rules, config, lease=lease)
             return cast(Stepper, evaluator)
 
-        serve(lease, build, stop, poll_s=poll_s, on_step=on_step)
+        def stepped(result: object) -> None:
+            # configured miners run in the acting evaluator, hourly in journal time
+            if getattr(result, "rows", 0):
+                mine_if_due(miners, conn, rules, config.rules)
+            if on_step is not None:
+                on_step(result)
+
+        serve(lease, build, stop, poll_s=poll_s, on_step=stepped)
+    finally:
+        conn.close()
+
+
+def mine_demo(store: Path, config: HarnessConfig, policy_dir: Path | None) -> int:
+    """--demo: mine the simulated history once so the Proposals pane has something to show."""
+    from engine.policy.miner import mine
+
+    conn = connect(store, check_same_thread=False)
+    try:
+        rules = load_console_rules(config, policy_dir).rules
+        disabled = set(config.rules.disable)
+        active = [r for r in rules if r.rule.name not in disabled]
+        return len(mine(conn, active, config.rules))
     finally:
         conn.close()
