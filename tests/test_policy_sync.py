@@ -155,3 +155,30 @@ def test_cli_json_and_config(
 def test_cli_without_config_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert harness_main(["policy", "sync"]) == 1
     assert "not configured" in capsys.readouterr().out
+
+
+def test_synced_override_of_a_starter_rule_replaces_it_and_shadows(
+    upstream_and_checkout: tuple[Path, Path],
+) -> None:
+    from engine.config import RulesConfig
+    from engine.rules.lifecycle import SHADOW, Authority, Lifecycle
+    from engine.rules.loader import default_sources, load_rules
+
+    upstream, checkout = upstream_and_checkout
+    starter = {c.rule.name: c.rule for c in load_rules(default_sources(), RulesConfig()).rules}
+    # the policy repo overrides the starter rule with the same name and a stricter threshold
+    write_rule(upstream, "restart_same_error", "restart", n=2)
+    commit_all(upstream, "stricter restart rule")
+    report = sync_repo(repo_cfg(checkout))
+    assert {c.name: c.kind for c in report.changes} == {"restart_same_error": "added"}
+    loaded = load_rules(default_sources([checkout / "rules"]), RulesConfig())
+    rules = {c.rule.name: c.rule for c in loaded.rules}
+    override = rules["restart_same_error"]
+    assert override.source_kind == "policy"
+    assert override.hash != starter["restart_same_error"].hash
+    # enforced by name, the override still shadows first: new content, new hash
+    lifecycle = Lifecycle(Authority.from_rules_config(RulesConfig(enforce=("restart_same_error",))))
+    decision = lifecycle.decide(override, "h05", seq=10, now_ms=1_000_000)
+    assert decision.status == SHADOW
+    # while the starter version it replaced would have acted at once
+    assert lifecycle.decide(starter["restart_same_error"], "h06", 11, 1_000_000).status != SHADOW
