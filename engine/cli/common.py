@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
@@ -65,6 +66,26 @@ def run_main(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except sqlite3.OperationalError as exc:
+        # The last line of defence: commands map store problems themselves where
+        # they can say more; whatever slips through is still a message, not a traceback.
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return _fail(args, "Store busy", f"the store is locked by another writer ({text})")
+        return _fail(args, "Bad store", f"cannot use the store: {text}")
+    except sqlite3.DatabaseError as exc:
+        return _fail(args, "Bad store", f"not a usable store: {exc}")
+    except OverflowError as exc:
+        return _fail(args, "Bad input", f"a number is out of range: {exc}")
+    except MemoryError:
+        return _fail(args, "Input too large", "the input is too large to process")
+
+
+def _fail(args: argparse.Namespace, title: str, message: str) -> int:
+    if getattr(args, "json", False):
+        print_json({"ok": False, "error": {"title": title, "message": message, "diagnostics": []}})
+    sys.stderr.write(f"{title}: {message}\n")
+    return EXIT_USAGE
 
 
 def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
