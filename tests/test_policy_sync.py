@@ -153,8 +153,32 @@ def test_cli_json_and_config(
 
 
 def test_cli_without_config_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    assert harness_main(["policy", "sync"]) == 1
-    assert "not configured" in capsys.readouterr().out
+    assert harness_main(["policy", "sync"]) == 2
+    assert "no [policy_repo.*] is configured" in capsys.readouterr().err
+    assert harness_main(["policy", "sync", "--repo", "nope"]) == 2
+    assert "[policy_repo.nope] is not configured" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["--upload-pack=touch {tmp}/PWNED", "-oProxyCommand=touch {tmp}/PWNED", "ext::sh -c touch% x"],
+)
+def test_remote_that_git_would_read_as_an_option_is_refused(
+    upstream_and_checkout: tuple[Path, Path], tmp_path: Path, url: str
+) -> None:
+    _, checkout = upstream_and_checkout
+    bad = PolicyRepo(name="main", path=checkout, url=url.format(tmp=tmp_path), branch="main")
+    with pytest.raises(PolicyError, match=r"not a usable git remote|ext::"):
+        sync_repo(bad)
+    assert not (tmp_path / "PWNED").exists()
+    assert not (checkout / "main").exists()
+
+
+def test_bad_branch_names_are_refused(upstream_and_checkout: tuple[Path, Path]) -> None:
+    _, checkout = upstream_and_checkout
+    for branch in ("--force", "a..b", "has space", ""):
+        with pytest.raises(PolicyError, match="not a valid branch name"):
+            sync_repo(PolicyRepo(name="main", path=checkout, url=None, branch=branch))
 
 
 def test_synced_override_of_a_starter_rule_replaces_it_and_shadows(

@@ -209,3 +209,24 @@ def test_cli_propose_refuses_bad_rule_before_writing(
     conn = connect(policy_setup["db"])
     assert conn.execute("SELECT count(*) FROM rule_proposals").fetchone()[0] == 0
     assert "propose/" not in _git(policy_setup["checkout"], "branch", "--list")
+
+
+def test_cli_propose_same_version_twice_stores_nothing_more(
+    policy_setup: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rule_file = policy_setup["tmp"] / "never.yml"
+    rule_file.write_text(NEVER_RULE)
+    assert harness_main(["rules", "propose", str(rule_file)]) == 0
+    for _ in range(2):
+        assert harness_main(["rules", "propose", str(rule_file)]) == 1
+        assert "already proposed" in capsys.readouterr().err
+    conn = connect(policy_setup["db"])
+    assert conn.execute("SELECT count(*) FROM rule_proposals").fetchone()[0] == 1
+
+
+def test_cli_propose_refuses_a_multiline_who(policy_setup: dict[str, Path]) -> None:
+    rule_file = policy_setup["tmp"] / "never.yml"
+    rule_file.write_text(NEVER_RULE)
+    assert harness_main(["rules", "propose", str(rule_file), "--who", "a\nb"]) == 2
+    conn = connect(policy_setup["db"])
+    assert conn.execute("SELECT count(*) FROM rule_proposals").fetchone()[0] == 0

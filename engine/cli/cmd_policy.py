@@ -26,19 +26,19 @@ def register(sub: Any) -> None:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     from engine.config import load_config
+    from engine.errors import InputError
     from engine.policy.gitops import PolicyError
     from engine.policy.sync import sync_repo
 
     config = load_config()
     repos = [r for r in config.policy_repos if args.repo in (None, r.name)]
     if not repos:
-        which = f"[policy_repo.{args.repo}]" if args.repo else "no [policy_repo.*]"
-        message = f"{which} is not configured in harness.toml"
-        if args.json:
-            print_json({"ok": False, "repos": [], "error": message})
-        else:
-            print(message)
-        return EXIT_FAILED
+        message = (
+            f"[policy_repo.{args.repo}] is not configured in harness.toml"
+            if args.repo
+            else "no [policy_repo.*] is configured in harness.toml"
+        )
+        raise InputError(message, title="Policy repo")
     reports, failures = [], []
     for repo in repos:
         try:

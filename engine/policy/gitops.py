@@ -37,7 +37,7 @@ def git(
         full_env.update(env)
     try:
         proc = subprocess.run(
-            ["git", "-C", str(repo), *args],
+            ["git", "-c", "protocol.ext.allow=never", "-C", str(repo), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -50,10 +50,29 @@ def git(
     except subprocess.TimeoutExpired:
         raise PolicyError(f"git {' '.join(args)} timed out after {timeout:g}s in {repo}") from None
     if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        last = detail[-1] if detail else f"exit status {proc.returncode}"
-        raise PolicyError(f"git {' '.join(args)} failed in {repo}: {last}")
+        detail = [line for line in (proc.stderr or proc.stdout).strip().splitlines() if line]
+        said = " | ".join(detail[-4:]) if detail else f"exit status {proc.returncode}"
+        raise PolicyError(f"git {' '.join(args)} failed in {repo}: {said}")
     return proc.stdout.strip()
+
+
+def check_remote(url: str, field: str) -> str:
+    """Refuse a remote that git would read as an option or a command transport.
+
+    The URL comes from harness.toml, but it reaches git's command line, so an
+    ``--upload-pack=…`` "URL" or an ``ext::`` transport must never run anything.
+    """
+    if not url or url.startswith("-") or any(c in url for c in "\n\r\x00"):
+        raise PolicyError(f"{field}: {url!r} is not a usable git remote")
+    if url.lower().startswith("ext::"):
+        raise PolicyError(f"{field}: the ext:: transport runs commands; it is refused")
+    return url
+
+
+def check_branch(name: str, field: str) -> str:
+    if not name or name.startswith("-") or ".." in name or any(c in name for c in " ~^:?*[\\"):
+        raise PolicyError(f"{field}: {name!r} is not a valid branch name")
+    return name
 
 
 def _git_env() -> dict[str, str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import PolicyRepo
-from engine.policy.gitops import PolicyError, git
+from engine.policy.gitops import PolicyError, check_branch, check_remote, git
 from engine.policy.proposals import PreparedRule
 from engine.rules.backtest import BacktestResult, resolve_range, run_backtest
 
@@ -127,6 +127,17 @@ def branch_name(prepared: PreparedRule) -> str:
     return f"propose/{rule.name}-{rule.hash[:8]}"
 
 
+def check_free_branch(repo: PolicyRepo, branch: str) -> None:
+    """Refuse early (before anything is stored) when this version was already proposed."""
+    if not (repo.path / ".git").exists():
+        raise PolicyError(f"[policy_repo.{repo.name}] path {repo.path} is not a git checkout")
+    exists = git(repo.path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
+    if exists:
+        raise PolicyError(
+            f"branch {branch} already exists in {repo.path}: this version was already proposed"
+        )
+
+
 def prepare_branch(
     repo: PolicyRepo, prepared: PreparedRule, message: str, *, push: bool = False
 ) -> PreparedBranch:
@@ -135,9 +146,8 @@ def prepare_branch(
     if not (path / ".git").exists():
         raise PolicyError(f"[policy_repo.{repo.name}] path {path} is not a git checkout")
     branch = branch_name(prepared)
-    exists = git(path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
-    if exists:
-        raise PolicyError(f"branch {branch} already exists in {path}; this version was proposed")
+    check_free_branch(repo, branch)
+    check_branch(repo.branch, f"[policy_repo.{repo.name}] branch")
     base = git(path, "rev-parse", "--verify", f"refs/heads/{repo.branch}^{{commit}}")
     rel = f"rules/{prepared.compiled.rule.name}.yml"
     with tempfile.TemporaryDirectory() as tmp:
@@ -151,8 +161,8 @@ def prepare_branch(
     git(path, "update-ref", f"refs/heads/{branch}", commit, "")
     pushed = False
     if push:
-        remote = repo.url or "origin"
-        git(path, "push", remote, f"{branch}:{branch}")
+        remote = check_remote(repo.url, f"[policy_repo.{repo.name}] url") if repo.url else "origin"
+        git(path, "push", "--quiet", "--end-of-options", remote, f"{branch}:{branch}")
         pushed = True
     return PreparedBranch(repo.name, branch, commit, str(Path(path) / rel), pushed)
 

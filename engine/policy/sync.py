@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import PolicyRepo, RulesConfig
-from engine.policy.gitops import PolicyError, git, is_ancestor
+from engine.policy.gitops import PolicyError, check_branch, check_remote, git, is_ancestor
 
 RULES_DIR = "rules"
 
@@ -110,6 +110,9 @@ def _check_clean(repo: PolicyRepo) -> None:
 
 def sync_repo(repo: PolicyRepo, config: RulesConfig | None = None) -> SyncReport:
     """Fetch and fast-forward one policy repo; refuse anything but a fast-forward."""
+    check_branch(repo.branch, f"[policy_repo.{repo.name}] branch")
+    if repo.url is not None:
+        check_remote(repo.url, f"[policy_repo.{repo.name}] url")
     _check_clean(repo)
     path = repo.path
     before, _ = rule_hashes(path, config)
@@ -120,7 +123,7 @@ def sync_repo(repo: PolicyRepo, config: RulesConfig | None = None) -> SyncReport
         if "origin" not in remotes:
             return SyncReport(repo.name, str(path), old_head, old_head, "no remote")
         source = "origin"
-    git(path, "fetch", "--quiet", source, repo.branch)
+    git(path, "fetch", "--quiet", "--end-of-options", source, repo.branch)
     fetched = git(path, "rev-parse", "FETCH_HEAD")
     if fetched == old_head:
         status = "up to date"

@@ -34,9 +34,22 @@ def _pick_repo(repos: tuple[PolicyRepo, ...], name: str | None) -> PolicyRepo:
     return repos[0]
 
 
+def _check_who(who: str) -> str:
+    """``--who`` is stored and printed: one printable line, bounded."""
+    if len(who) > 100 or not who.isprintable():
+        raise InputError("--who must be one printable line of at most 100 characters")
+    return who
+
+
 def cmd_propose(args: argparse.Namespace) -> int:
     from engine.policy.proposals import prepare_rule, set_branch, store_prepared
-    from engine.policy.propose import backtest_prepared, pr_description, prepare_branch
+    from engine.policy.propose import (
+        backtest_prepared,
+        branch_name,
+        check_free_branch,
+        pr_description,
+        prepare_branch,
+    )
     from engine.store.db import connect
 
     path = Path(args.file)
@@ -54,14 +67,24 @@ def cmd_propose(args: argparse.Namespace) -> int:
     config = load_config()
     prepared = prepare_rule(text, str(path), config.rules)
     repo = _pick_repo(config.policy_repos, getattr(args, "repo", None))
+    who = _check_who(getattr(args, "who", None) or "harness rules propose")
+    check_free_branch(repo, branch_name(prepared))
     conn = connect(resolve_store(args.store, config))
     try:
         summary = backtest_prepared(conn, prepared, days)
         message = pr_description(prepared, summary)
-        who = getattr(args, "who", None) or "harness rules propose"
-        proposal = store_prepared(conn, prepared, who=who, backtest=summary)
-        branch = prepare_branch(repo, prepared, message, push=bool(getattr(args, "push", False)))
-        set_branch(conn, proposal.id, branch.branch)
+        # One transaction: the proposal is stored only if its branch was prepared.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            proposal = store_prepared(conn, prepared, who=who, backtest=summary)
+            branch = prepare_branch(
+                repo, prepared, message, push=bool(getattr(args, "push", False))
+            )
+            set_branch(conn, proposal.id, branch.branch)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
     finally:
         conn.close()
     if args.json:
