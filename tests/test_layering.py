@@ -45,3 +45,13 @@ def test_no_engine_source_mentions_textual_import() -> None:
             ):
                 offenders.append(f"{path.relative_to(ROOT)}: {stripped}")
     assert offenders == []
+
+
+def test_command_groups_without_subcommand_print_their_own_help() -> None:
+    for argv in (["skillspec", "trace"], ["skillspec", "imports"], ["harness", "policy"]):
+        mod = "engine.skillspec.cli" if argv[0] == "skillspec" else "engine.cli.harness"
+        out = subprocess.run(
+            [sys.executable, "-m", mod, *argv[1:]], cwd=ROOT, capture_output=True, text=True
+        )
+        assert out.returncode == 2
+        assert f"usage: {argv[0]} {argv[1]}" in out.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
@@ -11,6 +12,7 @@ from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 def register(sub: Any) -> None:
     policy = sub.add_parser("policy", help="Policy repo commands.")
     psub = policy.add_subparsers(title="policy commands", metavar="COMMAND")
+    policy.set_defaults(handler=lambda _a: (policy.print_help(sys.stderr), 2)[1])
     p = psub.add_parser(
         "sync",
         help="Fetch and fast-forward each [policy_repo.*]; report rules added, changed, removed.",

@@ -27,6 +27,16 @@ def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
+def _group_help(group: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """A command group run without its subcommand prints its own help, exit 2."""
+
+    def handler(_args: argparse.Namespace) -> int:
+        group.print_help(sys.stderr)
+        return 2
+
+    return handler
+
+
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="skillspec",
@@ -49,11 +59,13 @@ def build_parser() -> ArgumentParser:
 
     imports = sub.add_parser("imports", help="Import graph commands.")
     isub = imports.add_subparsers(title="imports commands", metavar="COMMAND")
+    imports.set_defaults(handler=_group_help(imports))
     p = spec_cmd("check", "Resolve imports, sections and the load order.", isub)
     p.set_defaults(handler=_lazy("cmd_check", "cmd_imports_check"))
 
     deps = sub.add_parser("deps", help="Dependency commands.")
     dsub = deps.add_subparsers(title="deps commands", metavar="COMMAND")
+    deps.set_defaults(handler=_group_help(deps))
     p = spec_cmd("check", "Check cli, file and env dependencies; list the rest.", dsub)
     p.set_defaults(handler=_lazy("cmd_check", "cmd_deps_check"))
 
@@ -79,6 +91,7 @@ def build_parser() -> ArgumentParser:
 
     trace = sub.add_parser("trace", help="Decision trace commands.")
     tsub = trace.add_subparsers(title="trace commands", metavar="COMMAND")
+    trace.set_defaults(handler=_group_help(trace))
     p = tsub.add_parser("compact", help="Write trace.jsonl and summary.json for a run directory.")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output")
