@@ -90,7 +90,10 @@ def check_dependency(dep_id: str, dep: dict[str, Any], spec_dir: Path) -> Depend
         method = "file_exists"
         if not target.exists():
             status, message = "missing", f"{raw} does not exist"
-        elif raw.endswith("deps.toml") and target.is_file() and target.stat().st_size == 0:
+        elif raw.endswith("deps.toml") and not target.is_file():
+            # A ledger is read by harnesses: a FIFO, device or directory is no ledger.
+            status, message = "missing", f"{raw} is not a regular file"
+        elif raw.endswith("deps.toml") and target.stat().st_size == 0:
             status, message = "missing", f"{raw} exists but is empty"
         else:
             status, message = "present", f"{raw} exists"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import Diagnostic, Location
+from engine.skillspec.files import UnreadableFile, read_regular_file
 from engine.yamlsrc import LocDict
 
 #: Characters a shell would interpret; an import path containing one is refused.
@@ -249,9 +250,10 @@ def check_imports(data: dict[str, Any], spec_path: str | Path) -> ImportsReport:
             if crosses_symlink(spec_dir, raw.strip()):
                 flags.append("crosses_symlink")
             try:
-                content = target.read_bytes().decode("utf-8")
-            except OSError as exc:
-                status, error = "missing_file", exc.strerror or str(exc)
+                content = read_regular_file(target).decode("utf-8")
+            except UnreadableFile as exc:
+                # The reference names every read failure missing_file; the reason says which.
+                status, error = "missing_file", exc.reason
             except UnicodeDecodeError:
                 # The reference reads imports as UTF-8 text and fails the same way.
                 status, error = "missing_file", "stream did not contain valid UTF-8"

@@ -13,6 +13,7 @@ The two verdicts mirror the reference's two loaders: ``structural_ok`` is its
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,12 +67,13 @@ def _order(diags: list[Diagnostic]) -> tuple[Diagnostic, ...]:
 
 def read_spec_text(path: str | Path) -> str:
     """The spec's text; :class:`InputError` (with a location) when unreadable."""
+    from engine.skillspec.files import UnreadableFile, read_regular_file
+
     name = str(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+        raw = read_regular_file(path, MAX_BYTES)
+    except UnreadableFile as exc:
+        reason = exc.reason
         raise InputError(
             f"{name}: cannot read: {reason}",
             title="Unreadable file",
@@ -131,12 +133,18 @@ def check_spec(path: str | Path, *, resolve_files: bool = True) -> SpecReport:
 def spec_fingerprint(path: str | Path) -> str:
     """``sha256:<hex>`` over the spec's bytes then each imported file's bytes, in load order.
 
-    Imports that cannot be read (or whose path is refused) contribute nothing;
-    the spec's own bytes still change when such a path is edited. Raises
-    ``OSError`` only when the spec itself cannot be read (callers check first).
+    Imports that cannot be read (or whose path is refused, or that are not
+    regular files, or exceed ``MAX_BYTES``) contribute nothing; the spec's own
+    bytes still change when such a path is edited. Raises ``OSError`` only when
+    the spec itself cannot be read (callers check first).
     """
+    from engine.skillspec.files import UnreadableFile, read_regular_file
+
     spec_path = Path(path)
-    raw = spec_path.read_bytes()
+    try:
+        raw = read_regular_file(spec_path, MAX_BYTES)
+    except UnreadableFile as exc:
+        raise OSError(errno.EINVAL, exc.reason, str(spec_path)) from None
     digest = hashlib.sha256(raw)
     try:
         doc = parse_yaml(decode_source(raw, str(path)), str(path))
@@ -153,7 +161,7 @@ def spec_fingerprint(path: str | Path) -> str:
         if entry is None or entry.status == "invalid_path" or entry.resolved_path is None:
             continue
         try:
-            digest.update(Path(entry.resolved_path).read_bytes())
-        except OSError:
+            digest.update(read_regular_file(entry.resolved_path, MAX_BYTES))
+        except UnreadableFile:
             continue
     return f"sha256:{digest.hexdigest()}"
