@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.errors import Diagnostic, InputError, Location
 from engine.skillspec.decide import CompiledSpec, Decision
+from engine.skillspec.files import UnreadableFile, read_regular_file
 
 TRACE_SCHEMA = "skillspec.trace/v0"
 EVENT_KINDS: tuple[str, ...] = (
@@ -157,10 +158,10 @@ def read_envelopes(run_dir: Path | str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for path in sorted(p for p in events_dir.iterdir() if p.suffix == ".json"):
         try:
-            raw = path.read_bytes()
-            if len(raw) > 8 * 1024 * 1024:
-                raise _bad_event(path, "event file larger than 8 MiB")
+            raw = read_regular_file(path, cap=8 * 1024 * 1024)
             value = json.loads(raw.decode("utf-8"))
+        except UnreadableFile as exc:
+            raise _bad_event(path, f"cannot read: {exc.reason}") from None
         except UnicodeDecodeError as exc:
             raise _bad_event(path, f"not UTF-8 ({exc.reason})") from exc
         except json.JSONDecodeError as exc:

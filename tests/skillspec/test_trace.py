@@ -191,3 +191,21 @@ def test_align_tampered_input_hash_fails(tmp_path: Path) -> None:
     report = align(compiled, "spec.yml", FP, run_dir)
     status = {c.id: c.status for c in report.checks}
     assert status["input_sha256"] == FAIL and status["matched_rules"] == FAIL
+
+
+def test_compact_refuses_a_fifo_event_file_without_hanging(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    events = tmp_path / "run-1" / "events"
+    events.mkdir(parents=True)
+    os.mkfifo(events / "0001.json")
+    out = subprocess.run(
+        [sys.executable, "-m", "engine.skillspec.cli", "trace", "compact", str(tmp_path / "run-1")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2
+    assert "FIFO" in out.stderr and "Traceback" not in out.stderr
