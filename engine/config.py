@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +26,17 @@ DEFAULT_RETENTION_DAYS = 45
 DEFAULT_SHADOW_PERIOD_MS = 72 * 3_600_000
 DEFAULT_COST_LIMIT = 10_000
 ACTION_NAMES = ("notify", "stop")
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 def config_path() -> Path:
     """Where the global config is read from (it need not exist)."""
     explicit = os.environ.get("HARNESS_CONFIG")
     if explicit:
-        return Path(explicit).expanduser()
+        try:
+            return Path(explicit).expanduser()
+        except RuntimeError:  # ~nouser: read the literal path, which reports clearly
+            return Path(explicit)
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "harness" / "harness.toml"
 
@@ -124,6 +129,14 @@ class _Locator:
         return Location(self.file, 1, 1)
 
 
+def _expand(value: str) -> Path | None:
+    """``~`` expansion that returns None for an unknown user instead of raising."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        return None
+
+
 def _type_name(t: type) -> str:
     return {str: "a string", int: "an integer", list: "an array", dict: "a table"}[t]
 
@@ -166,6 +179,8 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
                         check(repo, _REPO_SCHEMA, f"{path}.{name}")
                         if "path" not in repo:
                             bad(f"{path}.{name}", "missing required key `path`")
+                        else:
+                            _check_path(repo["path"], f"{path}.{name}.path")
             elif isinstance(expected, dict):
                 if not isinstance(value, dict):
                     bad(path, "must be a table")
@@ -176,8 +191,20 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
             elif expected is list and not all(isinstance(v, str) for v in value):
                 bad(path, "must be an array of strings")
 
+    def _check_path(value: Any, where: str) -> None:
+        if not isinstance(value, str):
+            return
+        if not value.strip():
+            bad(where, "must not be empty")
+        elif "\x00" in value:
+            bad(where, "must not contain a NUL character")
+        elif _expand(value) is None:
+            bad(where, f"cannot expand {value.split('/', 1)[0]!r}: no such user")
+
     check(raw, _SCHEMA, "")
     store = raw.get("store", {}) if isinstance(raw.get("store"), dict) else {}
+    if "path" in store:
+        _check_path(store["path"], "store.path")
     memory = raw.get("memory", {}) if isinstance(raw.get("memory"), dict) else {}
     rules_raw = memory.get("rules", {}) if isinstance(memory.get("rules"), dict) else {}
     actions_raw = rules_raw.get("actions", {})
@@ -212,7 +239,7 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
         repos.append(
             PolicyRepo(
                 name=name,
-                path=Path(repo["path"]).expanduser(),
+                path=_expand(repo["path"]) or Path(repo["path"]),
                 url=repo.get("url"),
                 branch=repo.get("branch", "main"),
             )
@@ -220,7 +247,7 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     store_path = store.get("path")
     return HarnessConfig(
         source=None,
-        store_path=Path(store_path).expanduser() if store_path else None,
+        store_path=(_expand(store_path) or Path(store_path)) if store_path else None,
         retention_days=retention if isinstance(retention, int) else DEFAULT_RETENTION_DAYS,
         rules=RulesConfig(
             enforce=tuple(rules_raw.get("enforce", ())),
@@ -235,19 +262,55 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     )
 
 
+def _unreadable(target: Path, reason: str, loc: Location | None = None) -> InputError:
+    where = loc or Location(str(target))
+    return InputError(
+        f"{where}: cannot read config: {reason}",
+        title="Unreadable harness.toml",
+        diagnostics=[Diagnostic(reason, where, code="io")],
+    )
+
+
+def _read_config_text(target: Path) -> str:
+    """Read a regular file of at most MAX_CONFIG_BYTES as UTF-8.
+
+    ``HARNESS_CONFIG=/dev/zero`` or a FIFO must be a refusal, not a hang or a
+    MemoryError, and a bad byte is reported at its line:col so it can be found.
+    Raises FileNotFoundError for a missing file (= defaults).
+    """
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise _unreadable(target, getattr(exc, "strerror", None) or str(exc)) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _unreadable(target, "not a regular file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise _unreadable(target, f"file is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        with open(target, "rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise _unreadable(target, exc.strerror or str(exc)) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise _unreadable(target, f"file is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        loc = Location(str(target), line, col)
+        raise _unreadable(target, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})", loc) from None
+
+
 def load_config(path: Path | None = None) -> HarnessConfig:
     """Load the global config (or ``path``, for tests). Missing file = defaults."""
     target = path or config_path()
     try:
-        text = target.read_text(encoding="utf-8")
+        text = _read_config_text(target)
     except FileNotFoundError:
         return HarnessConfig()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"{target}: cannot read config: {exc}",
-            title="Unreadable harness.toml",
-            diagnostics=[Diagnostic(f"cannot read: {exc}", Location(str(target)), code="io")],
-        ) from None
     parsed = parse_config(text, str(target))
     return HarnessConfig(
         source=target,
@@ -263,6 +326,12 @@ def load_config(path: Path | None = None) -> HarnessConfig:
 def resolve_store(cli_value: str | None, config: HarnessConfig | None = None) -> Path:
     """``--store`` if given, else ``[store] path``, else the XDG state dir."""
     if cli_value:
-        return Path(cli_value).expanduser()
+        expanded = _expand(cli_value)
+        if expanded is None:
+            raise InputError(
+                f"--store {cli_value}: cannot expand {cli_value.split('/', 1)[0]!r}: no such user",
+                title="Bad --store",
+            )
+        return expanded
     cfg = config if config is not None else load_config()
     return cfg.resolved_store_path()

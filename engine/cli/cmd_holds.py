@@ -9,10 +9,35 @@ with the reason on stdout. Exit 3 is distinct from 1 (a failed check) and 2
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
 EXIT_HELD = 3
+MAX_ID = 2**63 - 1
+# The journal's identifier shape: a harness id outside it can never match a hold,
+# so "free" for it would be a lie a supervisor gate would act on.
+HARNESS_ID_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,256}")
+
+
+def hold_id(text: str) -> int:
+    """argparse type: a hold id is a positive SQLite integer (1..2**63-1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+    if not 1 <= value <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_ID}, got {text[:40]}")
+    return value
+
+
+def harness_id(text: str) -> str:
+    """argparse type: a harness id in the journal's identifier shape."""
+    if not HARNESS_ID_RE.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:60]!r} is not a harness id (1-256 of A-Z a-z 0-9 . _ : / @ + -)"
+        )
+    return text
 
 
 def register(sub: Any) -> None:
@@ -26,7 +51,7 @@ def register(sub: Any) -> None:
     lp.set_defaults(handler=cmd_list)
 
     rp = hs.add_parser("release", help="Release a hold by hand, with a reason.")
-    rp.add_argument("hold_id", metavar="HOLD_ID", type=int)
+    rp.add_argument("hold_id", metavar="HOLD_ID", type=hold_id)
     rp.add_argument("--reason", metavar="TEXT", default="")
     rp.add_argument("--store", metavar="PATH")
     rp.add_argument("--json", action="store_true")
@@ -36,7 +61,7 @@ def register(sub: Any) -> None:
         "check",
         help="Exit 0 if HARNESS may start a run, 3 if a rule hold refuses it.",
     )
-    cp.add_argument("harness", metavar="HARNESS")
+    cp.add_argument("harness", metavar="HARNESS", type=harness_id)
     cp.add_argument("--store", metavar="PATH")
     cp.add_argument("--json", action="store_true")
     cp.set_defaults(handler=cmd_check)
@@ -49,13 +74,37 @@ def _store(args: argparse.Namespace) -> Path:
     return resolve_store(args.store)
 
 
+def _existing_store(args: argparse.Namespace) -> Path | None:
+    """The store to read, or None when the default one was never created.
+
+    A store named by ``--store`` or ``[store] path`` that is missing or empty
+    is an error (a typo must not read as "no holds"); only the implicit
+    default location may be absent, on a machine that never recorded a run.
+    The store is never created here.
+    """
+    from engine.config import load_config, resolve_store
+    from engine.errors import InputError
+
+    config = load_config()
+    path = resolve_store(args.store, config)
+    named = bool(args.store) or config.store_path is not None
+    if path.is_file() and path.stat().st_size > 0:
+        return path
+    if not named and not path.exists():
+        return None
+    how = "--store" if args.store else "[store] path" if named else "store"
+    state = "empty file" if path.is_file() else "missing" if not path.exists() else "not a file"
+    raise InputError(f"{path}: no store here ({how}: {state})", title="No store")
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
     from engine.rules.holds import iso_ms, list_holds
     from engine.store.db import connect
 
-    path = _store(args)
-    holds = [] if not path.exists() else list_holds(connect(path), include_released=args.all)
+    found = _existing_store(args)
+    path = found or _store(args)
+    holds = [] if found is None else list_holds(connect(found), include_released=args.all)
     if args.json:
         print_json({"ok": True, "store": str(path), "holds": [h.to_json() for h in holds]})
         return 0
@@ -78,9 +127,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     from engine.rules.lease import wall_ms
     from engine.store.db import connect
 
-    path = _store(args)
-    if not path.exists():
-        raise InputError(f"{path}: no store here, so no hold {args.hold_id}", title="No store")
+    path = _existing_store(args)
+    if path is None:
+        raise InputError(
+            f"{_store(args)}: no store here, so no hold {args.hold_id}", title="No store"
+        )
     conn = connect(path)
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -105,15 +156,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     from engine.rules.holds import check_admission
     from engine.store.db import connect
 
-    path = _store(args)
-    if not path.exists():
-        msg = f"{args.harness}: free (no store at {path}, so no holds)"
+    found = _existing_store(args)
+    if found is None:
+        msg = f"{args.harness}: free (no store at {_store(args)}, so no holds)"
         if args.json:
             print_json({"ok": True, "harness": args.harness, "held": False, "message": msg})
         else:
             print(msg)
         return 0
-    result = check_admission(connect(path), args.harness)
+    result = check_admission(connect(found), args.harness)
     if args.json:
         print_json(
             {

@@ -19,6 +19,54 @@ from pathlib import Path
 from typing import Any
 
 DAY_MS = 86_400_000
+MAX_ID = 2**63 - 1
+MAX_DAYS = 3650
+MAX_SPAN_MS = MAX_DAYS * DAY_MS
+
+
+def _int_in(lo: int, hi: int) -> Any:
+    """argparse type: an integer in [lo, hi] (so SQLite never sees an out-of-range value)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {text[:40]}")
+        return value
+
+    return parse
+
+
+def span(text: str) -> str:
+    """argparse type: a duration of at most MAX_DAYS days (checked, passed on as text)."""
+    from engine.durations import DurationError, parse_duration_ms
+
+    try:
+        value = parse_duration_ms(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value > MAX_SPAN_MS:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is longer than {MAX_DAYS} days")
+    return text
+
+
+def until(text: str) -> str:
+    """argparse type for --until: a seq in range, a bounded duration, or a time (checked later)."""
+    from engine.durations import DurationError, parse_duration_ms
+
+    stripped = text.strip()
+    if stripped.isdigit():
+        _int_in(0, MAX_ID)(stripped)
+        return text
+    try:
+        value = parse_duration_ms(stripped)
+    except DurationError:
+        return text  # an ISO time; resolve_range reports a bad one
+    if value > MAX_SPAN_MS:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is longer than {MAX_DAYS} days")
+    return text
 
 
 def register(sub: Any) -> None:
@@ -43,23 +91,28 @@ def register(sub: Any) -> None:
     bp = rs.add_parser("backtest", help="Replay stored history through candidate rules.")
     bp.add_argument("rules", metavar="RULE_FILE_OR_NAME", nargs="+")
     since = bp.add_mutually_exclusive_group()
-    since.add_argument("--since", metavar="DUR")
-    since.add_argument("--from-seq", metavar="N", type=int, dest="from_seq")
-    bp.add_argument("--until", metavar="UNTIL")
+    since.add_argument("--since", metavar="DUR", type=span)
+    since.add_argument("--from-seq", metavar="N", type=_int_in(0, MAX_ID), dest="from_seq")
+    bp.add_argument("--until", metavar="UNTIL", type=until)
     bp.add_argument("--policy", metavar="DIR", action="append", default=[])
     bp.add_argument("--json", action="store_true")
     bp.add_argument("--store", metavar="PATH")
     bp.set_defaults(handler=_lazy("engine.rules.cmd_eval", "cmd_backtest"))
 
     ep = rs.add_parser("explain", help="Why a fire happened, recomputed from the journal.")
-    ep.add_argument("fire_id", metavar="FIRE_ID", type=int)
+    ep.add_argument("fire_id", metavar="FIRE_ID", type=_int_in(1, MAX_ID))
     ep.add_argument("--json", action="store_true")
     ep.add_argument("--store", metavar="PATH")
     ep.set_defaults(handler=_lazy("engine.rules.cmd_eval", "cmd_explain"))
 
     pp = rs.add_parser("propose", help="Backtest a rule file and prepare a policy-repo change.")
     pp.add_argument("file", metavar="FILE")
-    pp.add_argument("--days", type=int, default=7, help="backtest window in days (default 7)")
+    pp.add_argument(
+        "--days",
+        type=_int_in(1, MAX_DAYS),
+        default=7,
+        help=f"backtest window in days, 1..{MAX_DAYS} (default 7)",
+    )
     pp.add_argument("--repo", metavar="NAME", help="which [policy_repo.NAME] (if several)")
     pp.add_argument("--push", action="store_true", help="push the prepared branch")
     pp.add_argument("--who", metavar="NAME", help="who proposes (stored with the proposal)")
@@ -71,7 +124,9 @@ def register(sub: Any) -> None:
         "mine",
         help="Find recurring journal patterns no active rule covers; propose rules (notify).",
     )
-    mp.add_argument("--since", metavar="DUR", help="journal time to look back (default: all)")
+    mp.add_argument(
+        "--since", metavar="DUR", type=span, help="journal time to look back (default: all)"
+    )
     mp.add_argument(
         "--miner", action="append", default=[], metavar="NAME", help="run only these miners"
     )
@@ -106,8 +161,12 @@ def _lazy(module: str, func: str) -> Any:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Config and loaded rules; missing configured policy dirs become load warnings."""
+    from dataclasses import replace
+
     from engine.config import load_config
     from engine.errors import Diagnostic, InputError, Location
+    from engine.rules.lint import policy_dir_problems
     from engine.rules.loader import default_sources, load_rules
 
     config = load_config()
@@ -121,26 +180,44 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
             )
         extra.append(path)
     policy = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
-    return config, load_rules(default_sources(policy, extra), config.rules)
+    result = load_rules(default_sources(policy, extra), config.rules)
+    missing = policy_dir_problems(config)
+    if missing:
+        result = replace(result, warnings=(*result.warnings, *missing))
+    return config, result
 
 
 class _StoreView:
     """Read-only, defensive view of fires and rule state (E owns the tables)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, named: bool = False, problem: str | None = None) -> None:
         self.conn: sqlite3.Connection | None = None
-        if path is not None and path.exists():
-            try:
-                self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
-            except sqlite3.Error:
-                self.conn = None
+        # Why fires and states cannot be shown; None when the store was read (or,
+        # for the implicit default location, simply does not exist yet).
+        self.problem: str | None = problem
+        self.missing = False
+        if path is None or problem:
+            return
+        if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+            if named:  # warn, but nothing recorded there: 0 fires stays true
+                self.problem = f"no store here: {path}"
+                self.missing = True
+            return
+        try:
+            self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+            self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            self.problem = f"cannot read the store {path}: {exc}"
+            self.conn = None
 
     def _q(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.conn is None:
             return []
         try:
             return list(self.conn.execute(sql, params).fetchall())
-        except sqlite3.Error:
+        except sqlite3.Error as exc:
+            if not str(exc).startswith("no such table"):  # a fresh store has no fire tables
+                self.problem = self.problem or f"cannot read the store: {exc}"
             return []
 
     def now_ms(self) -> int:
@@ -150,10 +227,13 @@ class _StoreView:
             return int(rows[0][0])
         return int(time.time() * 1000)
 
-    def fires_since(self, name: str, since_ms: int) -> int:
+    def fires_since(self, name: str, since_ms: int) -> int | None:
+        """Fires in the window, or None when the store could not be read (unknown, not 0)."""
         rows = self._q(
             "SELECT COUNT(*) FROM rule_fires WHERE rule = ? AND at > ?", (name, since_ms)
         )
+        if self.problem and not self.missing:
+            return None
         return int(rows[0][0]) if rows else 0
 
     def state(self, name: str, rule_hash: str) -> tuple[str | None, str | None]:
@@ -184,10 +264,11 @@ class _StoreView:
 def _store_view(args: argparse.Namespace, config: Any) -> _StoreView:
     from engine.config import resolve_store
 
+    named = bool(args.store) or config.store_path is not None
     try:
-        return _StoreView(resolve_store(args.store, config))
-    except Exception:  # a bad store path only means "no fires to show"
-        return _StoreView(None)
+        return _StoreView(resolve_store(args.store, config), named)
+    except Exception as exc:  # a bad store path: say so, show fires as unknown
+        return _StoreView(None, named, f"cannot use the store: {exc}")
 
 
 def _state(name: str, rule_hash: str, config: Any, store: _StoreView) -> tuple[str, str | None]:
@@ -227,20 +308,40 @@ def cmd_list(args: argparse.Namespace) -> int:
             }
         )
     errors = [d.to_json() for d in result.errors]
+    warnings = [d.to_json() for d in result.warnings if d.code == "policy_repo"]
+    if store.problem:
+        warnings.append(_store_warning(store.problem))
     if args.json:
-        print_json({"rules": rows, "errors": errors})
+        print_json({"rules": rows, "errors": errors, "warnings": warnings})
     else:
         print(f"{'NAME':<28} {'LEVEL':<9} {'STATE':<9} {'HASH':<12} {'24H':>5}  SOURCE")
         for row in rows:
+            fires = "?" if row["fires_24h"] is None else row["fires_24h"]
             print(
                 f"{row['name']:<28} {row['level']:<9} {row['state']:<9} {row['hash'][:12]:<12}"
-                f" {row['fires_24h']:>5}  {row['source_file']}"
+                f" {fires:>5}  {row['source_file']}"
             )
             if row["error"]:
                 print(f"    error: {row['error']}")
         for d in result.errors:
             print(f"load error: {d}", file=sys.stderr)
+        for w in warnings:
+            print(f"warning: {w['message']}", file=sys.stderr)
     return 0
+
+
+def _store_warning(problem: str) -> dict[str, Any]:
+    """The --json warning entry for a store whose fires and states could not be read."""
+    return {
+        "severity": "warning",
+        "code": "store",
+        "message": f"{problem}; fires and recorded states could not be read",
+        "path": "",
+        "file": None,
+        "line": 0,
+        "col": 0,
+        "hint": "",
+    }
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -289,6 +390,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         "last_fires": store.last_fires(r.name),
         "source_text": r.text,
     }
+    if store.problem:
+        data["last_fires"] = [] if store.missing else None
+        data["warnings"] = [_store_warning(store.problem)]
+        print(f"warning: {data['warnings'][0]['message']}", file=sys.stderr)
     if args.json:
         print_json(data)
         return 0
@@ -306,8 +411,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"  primitive {p.index}: {p.fn}({field}{{{keys}}}, {format_duration_ms(p.window_ms)})"
         )
     fires = data["last_fires"]
-    assert isinstance(fires, list)
-    print(f"  last fires: {len(fires) or 'none'}")
+    if fires is None:
+        fires = []
+        print("  last fires: ? (store unreadable)")
+    else:
+        assert isinstance(fires, list)
+        print(f"  last fires: {len(fires) or 'none'}")
     for f in fires:
         print(
             f"    #{f['id']} seq {f['seq']} target {f['target']}"
@@ -324,6 +433,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from engine.rules.lint import format_json, format_sarif, format_text, run_lint
 
     fmt = "json" if args.json else args.format
+    args.json = fmt == "json"  # so an unreadable PATH is a JSON error on stdout too
     report = run_lint(args.paths, load_config())
     if fmt == "json":
         print_json(format_json(report))

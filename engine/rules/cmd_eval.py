@@ -37,6 +37,13 @@ def resolve_rules(
     """
     from engine.rules.loader import default_sources, load_rules
 
+    for d in extra_dirs:
+        if not Path(d).expanduser().is_dir():
+            raise InputError(
+                f"--policy {d}: not a directory",
+                title="Cannot load rules",
+                diagnostics=[Diagnostic("--policy: not a directory", Location(d), code="io")],
+            )
     chosen: dict[str, CompiledRule] = {}
     by_name: dict[str, CompiledRule] | None = None
     name_errors: tuple[Diagnostic, ...] = ()
@@ -130,10 +137,13 @@ def _nothing() -> None:
 
 def cmd_backtest(args: argparse.Namespace) -> int:
     from engine.rules.backtest import resolve_range, run_backtest
+    from engine.rules.lint import policy_dir_problems
     from engine.store.db import connect
 
     config = load_config()
     rules = resolve_rules(args.rules, config, getattr(args, "policy", []) or [])
+    for warning in policy_dir_problems(config):
+        sys.stderr.write(f"warning: {warning.message}\n")
     conn = connect(resolve_store(getattr(args, "store", None), config), readonly=True)
     try:
         seq_range = resolve_range(

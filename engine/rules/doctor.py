@@ -230,6 +230,8 @@ def run_doctor(
 ) -> DoctorReport:
     """Run every check; never raises for a user-caused problem (it becomes a check)."""
     checks, cfg = _config_checks(config_loader, rule_names)
+    if cfg is not None:
+        checks.append(rule_file_check(cfg))
     if not store.exists():
         checks.append(Check("store", ERROR, f"no store at {store}"))
         return DoctorReport(tuple(checks))
@@ -244,6 +246,26 @@ def run_doctor(
     except sqlite3.DatabaseError as exc:
         checks.append(Check("store", ERROR, f"{store}: not a usable store: {exc}"))
     return DoctorReport(tuple(checks))
+
+
+def rule_file_check(cfg: HarnessConfig) -> Check:
+    """Rule files that fail to load and configured policy dirs that are missing.
+
+    The evaluator skips a rule file it cannot load and keeps running, so a
+    broken policy edit would otherwise only show up as a rule that never fires.
+    """
+    from engine.rules.lint import policy_dir_problems
+    from engine.rules.loader import default_sources, load_rules
+
+    dirs = [repo.path / "rules" for repo in cfg.policy_repos]
+    res = load_rules(default_sources([d for d in dirs if d.is_dir()]), cfg.rules)
+    missing = policy_dir_problems(cfg)
+    items = tuple(str(d) for d in (*res.errors, *missing))
+    status = ERROR if res.errors else WARN if missing else OK
+    detail = f"{len(res.rules)} loaded, {len(res.errors)} load error(s)"
+    if missing:
+        detail += f", {len(missing)} policy dir(s) missing"
+    return Check("rule files", status, detail, items[:50])
 
 
 def loaded_rule_names(cfg: HarnessConfig) -> set[str] | None:

@@ -10,15 +10,18 @@ operator's harness.toml can enforce it.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, InputError, Location
-from engine.rules.loader import default_sources, load_rules
+from engine.rules.loader import RULE_SUFFIXES, default_sources, load_rules
 from engine.rules.model import LoadResult, SourceKind
+from engine.yamlsrc import MAX_BYTES, decode_source
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FORMATS = ("text", "json", "sarif")
@@ -36,6 +39,71 @@ class LintReport:
         return 1 if self.result.errors else 0
 
 
+def _unreadable(name: str, reason: str, loc: Location | None = None) -> InputError:
+    return InputError(
+        f"{loc or name}: {reason}",
+        title="Unreadable input",
+        diagnostics=[Diagnostic(reason, loc or Location(name), code="io")],
+    )
+
+
+def check_named_file(path: Path, name: str) -> None:
+    """A file named on the command line must be a readable UTF-8 text file.
+
+    Reads at most MAX_BYTES of a regular file only (a FIFO or a device would
+    block or never end). Unreadable input is exit 2, distinct from the
+    rule errors (exit 1) that lint exists to report.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise _unreadable(name, exc.strerror or str(exc)) from None
+    if stat.S_ISDIR(info.st_mode):
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise _unreadable(name, "not a regular file (FIFO, device or socket)")
+    if info.st_size > MAX_BYTES:
+        raise _unreadable(name, f"file is larger than {MAX_BYTES} bytes")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise _unreadable(name, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        decode_source(raw, name)
+    except InputError as exc:
+        raise InputError(
+            exc.message, title="Unreadable input", diagnostics=exc.diagnostics
+        ) from None
+
+
+def policy_dir_problems(config: HarnessConfig) -> list[Diagnostic]:
+    """Warnings for configured policy repos whose path or rules/ dir is missing.
+
+    The loader only sees directories that exist, so without this a typo in
+    ``[policy_repo.X] path`` would silently load no policy rules at all.
+    """
+    out = []
+    for repo in config.policy_repos:
+        rules = repo.path / "rules"
+        if not repo.path.is_dir():
+            msg = f"policy repo `{repo.name}`: {repo.path} does not exist (not synced yet?)"
+        elif not rules.is_dir():
+            msg = f"policy repo `{repo.name}`: no rules/ directory in {repo.path}"
+        else:
+            continue
+        out.append(
+            Diagnostic(
+                msg,
+                Location(str(config.source) if config.source else None),
+                path=f"policy_repo.{repo.name}.path",
+                severity="warning",
+                code="policy_repo",
+            )
+        )
+    return out
+
+
 def lint_sources(
     paths: Sequence[str], config: HarnessConfig
 ) -> tuple[tuple[Path, SourceKind], ...]:
@@ -50,6 +118,7 @@ def lint_sources(
                     title="Unreadable input",
                     diagnostics=[Diagnostic("no such file or directory", Location(p), code="io")],
                 )
+            check_named_file(path, p)
             out.append((path, "file"))
         return tuple(out)
     policy_dirs = [repo.path / "rules" for repo in config.policy_repos]
@@ -58,7 +127,23 @@ def lint_sources(
 
 def run_lint(paths: Sequence[str], config: HarnessConfig) -> LintReport:
     sources = lint_sources(paths, config)
-    return LintReport(load_rules(sources, config.rules), sources)
+    result = load_rules(sources, config.rules)
+    extra = [] if paths else policy_dir_problems(config)
+    for path, _kind in sources:
+        if path.is_dir() and not any(
+            p.suffix in RULE_SUFFIXES and p.is_file() for p in path.iterdir()
+        ):
+            extra.append(
+                Diagnostic(
+                    f"no rule files in {path}",
+                    Location(str(path)),
+                    severity="warning",
+                    code="empty",
+                )
+            )
+    if extra:
+        result = replace(result, warnings=(*result.warnings, *extra))
+    return LintReport(result, sources)
 
 
 def _source_text(file: str | None, cache: dict[str, str | None]) -> str | None:
