@@ -169,11 +169,18 @@ def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     from pathlib import Path
 
     from engine.config import load_config
+    from engine.errors import Diagnostic, InputError, Location
     from engine.rules.loader import default_sources, load_rules
 
     config = load_config()
     repos = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
     extra = [Path(p).expanduser() for p in args.policy]
+    for given, path in zip(args.policy, extra, strict=True):
+        if not path.is_dir():
+            raise InputError(
+                f"--policy {given}: not a directory",
+                diagnostics=[Diagnostic("not a directory", Location(given), path="--policy")],
+            )
     loaded = load_rules(default_sources(repos, extra), config.rules)
     for diag in loaded.errors:
         sys.stderr.write(f"rule not loaded: {diag}\n")

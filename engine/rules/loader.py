@@ -33,7 +33,7 @@ from engine.rules.model import (
     Rule,
     SourceKind,
 )
-from engine.yamlsrc import LocDict, LocList, decode_source, parse_yaml
+from engine.yamlsrc import MAX_BYTES, LocDict, LocList, decode_source, parse_yaml
 
 RULE_KEYS = ("name", "description", "on", "when", "level", "target", "cooldown", "message")
 REQUIRED_KEYS = ("name", "on", "when", "level", "target")
@@ -405,6 +405,16 @@ def load_rules(
         in_source: dict[str, str] = {}
         for path in rule_files(source):
             try:
+                size = path.stat().st_size
+                if size > MAX_BYTES:
+                    errors.append(
+                        Diagnostic(
+                            f"file is {size} bytes; the limit is {MAX_BYTES}",
+                            Location(str(path)),
+                            code="size",
+                        )
+                    )
+                    continue
                 raw = path.read_bytes()
             except OSError as exc:
                 errors.append(Diagnostic(f"cannot read: {exc}", Location(str(path)), code="io"))

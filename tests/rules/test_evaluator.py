@@ -391,3 +391,22 @@ def test_an_absent_target_field_reads_empty_and_an_int_target_as_digits(
         ("by_path", 1, ""),
         ("by_path", 2, "a.py"),
     ]
+
+
+def test_evaluate_with_a_missing_policy_dir_is_exit_2(tmp_path: Path) -> None:
+    from engine.cli.harness import main as harness_main
+
+    assert harness_main(["evaluate", "--store", str(tmp_path / "j.db"), "--policy", "/nope"]) == 2
+
+
+def test_oversize_rule_file_in_a_dir_is_refused_without_reading_it(tmp_path: Path) -> None:
+    from engine.config import RulesConfig
+    from engine.rules.loader import load_rules
+    from engine.yamlsrc import MAX_BYTES
+
+    big = tmp_path / "big.yml"
+    with open(big, "wb") as fh:
+        fh.truncate(MAX_BYTES + 10)  # sparse: costs no disk, would cost memory if read
+    result = load_rules([(tmp_path, "policy")], RulesConfig())
+    assert result.rules == ()
+    assert any("limit" in d.message and d.location.file == str(big) for d in result.errors)
