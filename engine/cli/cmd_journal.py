@@ -59,7 +59,13 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_import)
 
     p = jsub.add_parser("tail", help="Show the last rows; -f keeps following.")
-    p.add_argument("-n", type=int, default=20, metavar="N", help="rows to show first (20)")
+    p.add_argument(
+        "-n",
+        type=_tail_count,
+        default=20,
+        metavar="N",
+        help="rows to show first (1..1,000,000; 20)",
+    )
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new rows")
     _store(p)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -84,6 +90,39 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_prune)
 
 
+MAX_TAIL = 1_000_000
+MAX_RETENTION_DAYS = 36_500
+
+
+def _tail_count(text: str) -> int:
+    """``-n``: an integer 1..MAX_TAIL (argparse turns the ValueError into exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= MAX_TAIL:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_TAIL:,}, got {text}")
+    return value
+
+
+def _busy(path: object, what: str) -> Any:
+    """The InputError for a store whose write lock another process holds too long."""
+    from engine.errors import Diagnostic, InputError, Location
+
+    return InputError(
+        f"{path}: store busy: another writer holds the lock; {what}",
+        title="Store busy",
+        diagnostics=[
+            Diagnostic("store busy: another writer holds the lock", Location(str(path)), hint=what)
+        ],
+    )
+
+
+def _is_lock(exc: BaseException) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
 def _store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH", help="journal store (default from harness.toml)")
 
@@ -97,45 +136,77 @@ def _open(args: argparse.Namespace, *, readonly: bool = False) -> Any:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
+    import sqlite3
+    from dataclasses import replace
+
+    from engine.errors import InputError
+    from engine.journal.lines import iter_capped_lines
     from engine.journal.rows import RowError
     from engine.journal.writer import Committer, parse_json_row
 
-    _path, conn = _open(args)
+    path, conn = _open(args)
     committer = Committer(conn)
     admitted = ticks = 0
     refusals: list[dict[str, Any]] = []
     good: list[Any] = []
+    pending_refused = 0
 
-    def flush(refused_now: int) -> None:
-        nonlocal admitted, ticks, good
-        if good or refused_now:
-            result = committer.commit_checked(good, refused_count=refused_now)
+    def flush() -> None:
+        nonlocal admitted, ticks, good, pending_refused
+        if good or pending_refused:
+            try:
+                result = committer.commit_checked(good, refused_count=pending_refused)
+            except sqlite3.OperationalError as exc:
+                if not _is_lock(exc):
+                    raise
+                raise _busy(
+                    path,
+                    f"{len(good):,} checked row(s) of this batch and any later lines were not "
+                    f"admitted; {admitted:,} row(s) were admitted before",
+                ) from None
             admitted += result.admitted
             ticks += result.ticks
             good = []
-
-    pending_refused = 0
-    for lineno, line in enumerate(sys.stdin, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = parse_json_row(line, "<stdin>", lineno, with_at=False)
-            if row[1] == "tick":
-                raise RowError("kind", "tick rows are written by the committer only").at_line(
-                    "<stdin>", lineno
-                )
-        except RowError as exc:
-            refusals.append({"line": lineno, "field": exc.field, "problem": exc.problem})
-            if not args.json:
-                sys.stderr.write(f"<stdin>:{lineno}: refused: {exc.field}: {exc.problem}\n")
-            pending_refused += 1
-            continue
-        good.append(row)
-        if len(good) >= APPEND_BATCH:
-            flush(pending_refused)
             pending_refused = 0
-    flush(pending_refused)
-    conn.close()
+
+    lines = iter_capped_lines(sys.stdin, "<stdin>")
+    stopped: InputError | None = None
+    try:
+        while True:
+            try:
+                lineno, line = next(lines)
+            except StopIteration:
+                break
+            except InputError as exc:  # an endless or binary line: keep what came before it
+                stopped = exc
+                break
+            if not line.strip():
+                continue
+            try:
+                row = parse_json_row(line, "<stdin>", lineno, with_at=False)
+                if row[1] == "tick":
+                    raise RowError("kind", "tick rows are written by the committer only").at_line(
+                        "<stdin>", lineno
+                    )
+            except RowError as exc:
+                refusals.append({"line": lineno, "field": exc.field, "problem": exc.problem})
+                if not args.json:
+                    sys.stderr.write(f"<stdin>:{lineno}: refused: {exc.field}: {exc.problem}\n")
+                pending_refused += 1
+                continue
+            good.append(row)
+            if len(good) >= APPEND_BATCH:
+                flush()
+        flush()
+    finally:
+        conn.close()
+    if stopped is not None:
+        note = f"stopped reading; {admitted:,} row(s) before it were admitted"
+        raise InputError(
+            f"{stopped.message}; {note}",
+            title=stopped.title,
+            diagnostics=[replace(d, hint=note) for d in stopped.diagnostics],
+        )
     if args.json:
         print_json({"ok": not refusals, "admitted": admitted, "ticks": ticks, "refused": refusals})
     else:
@@ -144,11 +215,21 @@ def cmd_append(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from engine.errors import Diagnostic, InputError, Location
+    from engine.journal.lines import MAX_IMPORT_BYTES, check_import_file, iter_capped_lines
     from engine.journal.rows import RowError
-    from engine.journal.writer import Committer, iter_jsonl_history
+    from engine.journal.writer import (
+        FUTURE_SKEW_MS,
+        Committer,
+        iter_jsonl_history,
+        wall_clock_ms,
+    )
 
     name = "<stdin>" if args.file == "-" else args.file
+    if args.file != "-":
+        check_import_file(args.file)
     try:
         stream = (
             sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
@@ -158,11 +239,24 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"{name}: cannot read: {exc.strerror}",
             diagnostics=[Diagnostic(f"cannot read: {exc.strerror}", Location(name))],
         ) from None
-    _path, conn = _open(args)
+    try:
+        path, conn = _open(args)
+    except BaseException:
+        if stream is not sys.stdin:
+            stream.close()
+        raise
     where = [0]
+    lines = (
+        line
+        for _n, line in iter_capped_lines(
+            stream, name, max_total=MAX_IMPORT_BYTES, hint="nothing was imported"
+        )
+    )
     try:
         result = Committer(conn).import_history(
-            iter_jsonl_history(stream, name, where), atomic=True, synth_ticks=args.ticks
+            iter_jsonl_history(lines, name, where, max_at=wall_clock_ms() + FUTURE_SKEW_MS),
+            atomic=True,
+            synth_ticks=args.ticks,
         )
     except RowError as exc:
         loc = exc.diagnostics[0].location
@@ -177,11 +271,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 )
             ],
         ) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{name}:{where[0] + 1}: not UTF-8 ({exc.reason}); nothing was imported",
-            title="Import refused",
-        ) from None
+    except sqlite3.OperationalError as exc:
+        if not _is_lock(exc):
+            raise
+        raise _busy(path, "nothing was imported") from None
     finally:
         if stream is not sys.stdin:
             stream.close()
@@ -230,7 +323,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(format_row(row) + "\n")
 
-    cursor = tail_start(conn, max(args.n, 0))
+    cursor = tail_start(conn, args.n)
     for row in iter_rows(conn, cursor):
         emit(row)
         cursor = row[0]
@@ -273,19 +366,37 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from engine.config import load_config, resolve_store
     from engine.errors import InputError
     from engine.journal.reader import prune
+    from engine.journal.writer import FUTURE_SKEW_MS, iso_ms, wall_clock_ms
     from engine.store.db import connect
 
     config = load_config()
     days = args.days if args.days is not None else config.retention_days
-    if days < 1:
-        raise InputError(f"--days must be at least 1, got {days}")
+    if not 1 <= days <= MAX_RETENTION_DAYS:
+        raise InputError(f"--days must be between 1 and {MAX_RETENTION_DAYS:,}, got {days}")
     path = resolve_store(args.store, config)
-    conn = connect(path)
-    result = prune(conn, days=days)
-    conn.close()
+    conn = connect(path, create=False)  # prune never creates a store
+    try:
+        newest = conn.execute("SELECT at FROM rule_journal ORDER BY seq DESC LIMIT 1").fetchone()
+        if newest is not None and newest[0] > wall_clock_ms() + FUTURE_SKEW_MS:
+            raise InputError(
+                f"{path}: the journal's last at is {iso_ms(newest[0])}, in the future; pruning "
+                f"{days} day(s) before it would delete real rows, so nothing was pruned",
+                title="Prune refused",
+            )
+        result = prune(conn, days=days)
+    except sqlite3.OperationalError as exc:
+        if not _is_lock(exc):
+            raise
+        raise _busy(
+            path, "prune stopped; rows deleted in earlier transactions stay deleted"
+        ) from None
+    finally:
+        conn.close()
     if args.json:
         print_json(
             {

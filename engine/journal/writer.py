@@ -37,10 +37,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.journal.lines import MAX_LINE_CHARS
 from engine.journal.rows import INSERT_COLUMNS, InsertRow, RowError, check_values, row_from_mapping
 
 Clock = Callable[[], int]
 MINUTE_MS = 60_000
+#: How far ahead of the wall clock an imported ``at`` may be (clock skew between hosts).
+FUTURE_SKEW_MS = 5 * MINUTE_MS
 MAX_GAP_TICKS = 1440
 HISTORY_BATCH = 50_000
 
@@ -378,25 +381,47 @@ def _next_tick(last_tick_at: int | None, last_at: int) -> int:
     return max((base // MINUTE_MS + 1) * MINUTE_MS, -(-last_at // MINUTE_MS) * MINUTE_MS)
 
 
-def iter_jsonl_history(lines: Iterable[str], file: str, where: list[int]) -> Iterator[InsertRow]:
+def iter_jsonl_history(
+    lines: Iterable[str], file: str, where: list[int], *, max_at: int | None = None
+) -> Iterator[InsertRow]:
     """Parse JSON lines (history rows with ``at``); ``where[0]`` tracks the current line.
 
     A refusal raised while the consumer handles a row (ordering) belongs to
-    ``where[0]``, because rows are consumed one at a time.
+    ``where[0]``, because rows are consumed one at a time. ``max_at`` (wall
+    clock plus :data:`FUTURE_SKEW_MS`) refuses rows from the future: one such
+    row would make every later admission inherit its ``at`` (journal time never
+    goes back) and retention would then prune every real row as "old".
     """
 
     for lineno, line in enumerate(lines, start=1):
         where[0] = lineno
         if not line.strip():
             continue
-        yield parse_json_row(line, file, lineno, with_at=True)
+        row = parse_json_row(line, file, lineno, with_at=True)
+        if max_at is not None and row[0] > max_at:
+            raise RowError(
+                "at",
+                f"{row[0]} ({iso_ms(row[0])}) is in the future: more than "
+                f"{FUTURE_SKEW_MS // 60_000} minutes after the wall clock",
+            ).at_line(file, lineno)
+        yield row
+
+
+def iso_ms(ms: int) -> str:
+    """``ms`` since the epoch as an ISO UTC time (or the number, when out of range)."""
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
 
 
 def parse_json_row(line: str, file: str, lineno: int, *, with_at: bool) -> InsertRow:
     """One JSON line -> a checked insert tuple, or a RowError located at ``file:lineno``."""
     import json
 
-    if len(line) > 65_536:
+    if len(line) - line.endswith("\n") > MAX_LINE_CHARS:
         raise RowError("row", "line longer than 64 KiB").at_line(file, lineno)
     try:
         obj = json.loads(line)

@@ -4,6 +4,11 @@ WAL lets readers (the console, ``journal tail``, a following evaluator) read
 committed rows while the committer writes; ``busy_timeout`` makes a second
 writer process wait for the lock instead of failing. Every opener goes through
 :func:`connect` so those settings and the migrations are never forgotten.
+
+Every way a store path can be wrong (a parent that is a file, an unwritable or
+virtual directory, ``~nouser``, a file that is not a store, a lock held by
+another writer) becomes an :class:`InputError` naming the path (exit 2),
+because a traceback tells an operator nothing about which path to fix.
 """
 
 from __future__ import annotations
@@ -17,20 +22,69 @@ from engine.store.migrations import migrate
 BUSY_TIMEOUT_MS = 10_000
 
 
+def _error(target: object, message: str, title: str, hint: str = "") -> InputError:
+    return InputError(
+        f"{target}: {message}" + (f" ({hint})" if hint else ""),
+        title=title,
+        diagnostics=[Diagnostic(message, Location(str(target)), hint=hint)],
+    )
+
+
+def expand_store_path(path: str | Path) -> Path:
+    """``path`` with ``~`` expanded; ``~nouser`` is an InputError, not a RuntimeError."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        head = str(path).split("/", 1)[0]
+        raise _error(path, f"cannot expand {head}: no such user", "Bad store path") from None
+
+
+def ensure_parent(target: Path) -> None:
+    """Create ``target``'s directory, or say plainly why it cannot be."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise _error(
+            target, f"cannot create the store: {target.parent} is not a directory", "Bad store path"
+        ) from None
+    except OSError as exc:
+        raise _error(
+            target,
+            f"cannot create the store directory {target.parent}: {exc.strerror or exc}",
+            "Bad store path",
+        ) from None
+
+
+def _no_store(target: Path, why: str = "") -> InputError:
+    hint = f"run `harness demo --store {target}` or start writing"
+    return _error(target, "no store here" + (f": {why}" if why else ""), "No store", hint)
+
+
 def connect(
-    path: str | Path, *, readonly: bool = False, check_same_thread: bool = True
+    path: str | Path,
+    *,
+    readonly: bool = False,
+    create: bool = True,
+    check_same_thread: bool = True,
 ) -> sqlite3.Connection:
-    """Open (creating if needed, unless ``readonly``) and migrate the store at ``path``."""
-    target = Path(path).expanduser()
+    """Open and migrate the store at ``path``.
+
+    ``create=False`` (and ``readonly``) never create or write anything: a
+    missing or empty (0-byte) file is "no store here". A read-only open also
+    checks that the file really is a migrated store, so a stray file says "not
+    a store" instead of a later "no such table".
+    """
+    target = expand_store_path(path)
+    if target.is_dir():
+        raise _error(target, "cannot open the store: it is a directory", "Bad store path")
+    if readonly or not create:
+        if not target.exists():
+            raise _no_store(target)
+        if target.is_file() and target.stat().st_size == 0:
+            raise _no_store(target, "the file is empty, not a store")
+    conn: sqlite3.Connection | None = None
     try:
         if readonly:
-            if not target.exists():
-                hint = f"run `harness demo --store {target}` or start writing"
-                raise InputError(
-                    f"{target}: no store here ({hint})",
-                    title="No store",
-                    diagnostics=[Diagnostic("no store here", Location(str(target)), hint=hint)],
-                )
             conn = sqlite3.connect(
                 f"file:{target}?mode=ro",
                 uri=True,
@@ -38,19 +92,42 @@ def connect(
                 check_same_thread=check_same_thread,
             )
         else:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            ensure_parent(target)
             conn = sqlite3.connect(
                 str(target), isolation_level=None, check_same_thread=check_same_thread
             )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if not readonly:
+        if readonly:
+            # The first read touches the file (and, in WAL mode, the -shm file).
+            if int(conn.execute("PRAGMA user_version").fetchone()[0]) < 1:
+                raise _error(target, "not a store (no journal schema in this file)", "Bad store")
+        else:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn)
         return conn
+    except InputError:
+        if conn is not None:
+            conn.close()
+        raise
     except sqlite3.DatabaseError as exc:
-        raise InputError(
-            f"{target}: not a usable store: {exc}",
-            title="Bad store",
-            diagnostics=[Diagnostic(f"not a usable store: {exc}", Location(str(target)))],
-        ) from None
+        if conn is not None:
+            conn.close()
+        raise _translate(target, exc, readonly=readonly) from None
+
+
+def _translate(target: Path, exc: sqlite3.DatabaseError, *, readonly: bool) -> InputError:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return _error(target, "store busy: another writer holds the lock", "Store busy", text)
+    if "not a database" in text:
+        return _error(target, "not a store (not an SQLite database)", "Bad store")
+    if "unable to open" in text or "readonly" in text or "read-only" in text:
+        why = (
+            "cannot open the store read-only (a WAL store's directory must be writable for "
+            "its -shm file)"
+            if readonly
+            else "cannot open or create the store here (is the directory writable?)"
+        )
+        return _error(target, why, "Bad store path", text)
+    return _error(target, f"not a usable store: {text}", "Bad store")

@@ -1,0 +1,86 @@
+"""Reading JSON-lines input without trusting its size.
+
+A journal row is small (a few hundred bytes), so a line longer than
+:data:`MAX_LINE_CHARS` is a mistake (``< /dev/zero``, a binary file, a
+concatenated dump) and reading it whole would only end in a MemoryError.
+Lines are therefore read one at a time with a length cap, and an import file
+must be a regular file of at most :data:`MAX_IMPORT_BYTES` (a device or FIFO
+can be endless; use ``-`` to import from stdin, which is read as a stream).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from typing import TextIO
+
+from engine.errors import Diagnostic, InputError, Location
+
+#: Longest accepted JSON line (characters, without the newline): 64 KiB.
+MAX_LINE_CHARS = 65_536
+#: Largest accepted import (file size, or characters read from stdin): 4 GiB.
+MAX_IMPORT_BYTES = 4 * 1024**3
+
+
+def _error(file: str, line: int, problem: str, field: str = "row", hint: str = "") -> InputError:
+    loc = Location(file, line)
+    text = f"{loc}: {problem}" + (f"; {hint}" if hint else "")
+    return InputError(
+        text,
+        title="Input refused",
+        diagnostics=[Diagnostic(problem, loc, path=field, code="row", hint=hint)],
+    )
+
+
+def check_import_file(path: str) -> None:
+    """Refuse a path that is not a regular file, or is larger than :data:`MAX_IMPORT_BYTES`."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _error(path, 0, f"cannot read: {exc.strerror or exc}", field="") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _error(
+            path, 0, "not a regular file (devices, FIFOs and directories can be endless)",
+            field="", hint="use '-' to import from stdin",
+        )  # fmt: skip
+    if st.st_size > MAX_IMPORT_BYTES:
+        raise _error(
+            path,
+            0,
+            f"file is {st.st_size:,} bytes, more than the {MAX_IMPORT_BYTES:,} limit",
+            field="",
+        )
+
+
+def iter_capped_lines(
+    stream: TextIO,
+    file: str,
+    *,
+    max_chars: int = MAX_LINE_CHARS,
+    max_total: int | None = None,
+    hint: str = "",
+) -> Iterator[tuple[int, str]]:
+    """(line number, line) pairs; a line over ``max_chars`` or bad UTF-8 is an InputError.
+
+    At most ``max_chars + 1`` characters are ever held for one line, so an
+    endless line costs 64 KiB of memory, not all of it.
+    """
+    lineno = total = 0
+    while True:
+        try:
+            line = stream.readline(max_chars + 1)
+        except UnicodeDecodeError as exc:
+            raise _error(file, lineno + 1, f"not UTF-8 ({exc.reason})", hint=hint) from None
+        if not line:
+            return
+        lineno += 1
+        if len(line) > max_chars and not line.endswith("\n"):
+            raise _error(
+                file, lineno, f"line longer than {max_chars // 1024} KiB (a journal row is small)",
+                hint=hint,
+            )  # fmt: skip
+        total += len(line)
+        if max_total is not None and total > max_total:
+            raise _error(file, lineno, f"input larger than {max_total:,} characters", hint=hint)
+        yield lineno, line
