@@ -52,7 +52,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     config, rules = _load(args)
     miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
-    conn = connect(resolve_store(args.store, config))
+    conn = connect(resolve_store(args.store, config), create=False)
     lease = Lease(conn)
     totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0, "proposals": 0}
 

@@ -336,6 +336,13 @@ def compile_rule_file(
             builder.err(
                 "`rules` must be a list of rules", data.where_value("rules"), "rules", "schema"
             )
+        elif not items:
+            builder.err(
+                "`rules` is empty: a rule file holds at least one rule",
+                data.where_value("rules"),
+                "rules",
+                "schema",
+            )
         else:
             seen: dict[str, Location] = {}
             for i, item in enumerate(items):

@@ -406,3 +406,13 @@ def test_starter_pack_on_the_simulated_fleet(tmp_path: Path, quiet: bool) -> Non
             "h12",
         }
         assert {f.target for f in res.fires if f.rule == "verify_same_failure"} <= {"h03", "h09"}
+
+
+def test_an_empty_rules_list_is_an_error_not_silence() -> None:
+    from engine.config import RulesConfig
+    from engine.rules.loader import compile_rule_file
+
+    res = compile_rule_file("rules: []\n", "empty.yml", "policy", RulesConfig())
+    assert res.rules == ()
+    assert [d.path for d in res.errors] == ["rules"]
+    assert res.errors[0].location.line == 1
