@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from engine.errors import Diagnostic, InputError
+from engine.journal.rows import COLUMNS
 
 
 def iso_ms(ms: int) -> str:
@@ -30,24 +31,7 @@ def iso_ms(ms: int) -> str:
 
 
 SKIP_REASON = "rule_hold"
-JOURNAL_COLUMNS: tuple[str, ...] = (
-    "seq",
-    "at",
-    "kind",
-    "type",
-    "source",
-    "harness",
-    "project",
-    "run",
-    "tool",
-    "outcome",
-    "path",
-    "cause_digest",
-    "args_digest",
-    "other_harness",
-    "fact",
-    "n",
-)
+JOURNAL_COLUMNS: tuple[str, ...] = COLUMNS  # the pinned column order
 _HOLD_COLUMNS = (
     "id, harness, fire_id, rule, hash, event_seq, created_seq, created_at, reason, "
     "released_at, released_seq, released_by, release_reason"

@@ -27,25 +27,11 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from engine.rules.model import SELECTOR_KEYS
+
 #: Every result is capped here, so a runaway selector cannot produce unbounded numbers.
 SATURATION = 1_000_000
 
-#: Keys a selector may use (pinned in DESIGN.md).
-SELECTOR_KEYS = (
-    "kind",
-    "type",
-    "source",
-    "harness",
-    "project",
-    "run",
-    "tool",
-    "outcome",
-    "path",
-    "cause_digest",
-    "args_digest",
-    "other_harness",
-    "fact",
-)
 
 #: Column order of a journal row tuple as read by :data:`ROW_SELECT`.
 COLUMNS = ("seq", "at", *SELECTOR_KEYS, "n")
