@@ -23,6 +23,14 @@ MINE_LOOKBACK = "24h"
 MARK = "miner"
 
 
+def _last_row(conn: sqlite3.Connection) -> tuple[int | None, int | None]:
+    """(seq, at) of the newest row. ``at`` is non-decreasing in seq, so the last row by
+    primary key has the largest ``at`` without scanning (``at`` has no index of its own);
+    this runs after every evaluator step when miners are configured."""
+    row = conn.execute("SELECT seq, at FROM rule_journal ORDER BY seq DESC LIMIT 1").fetchone()
+    return (None, None) if row is None else (int(row[0]), int(row[1]))
+
+
 def check_miner_names(names: Sequence[str], source: str = "harness.toml") -> tuple[str, ...]:
     """The configured names, or an InputError naming the unknown ones and the known set."""
     unknown = [n for n in names if n not in MINER_NAMES]
@@ -53,7 +61,7 @@ class MinerSchedule:
     def due(self, conn: sqlite3.Connection) -> bool:
         if not self.miners:
             return False
-        last = conn.execute("SELECT max(at) FROM rule_journal").fetchone()[0]
+        last = _last_row(conn)[1]
         if last is None:
             return False
         mark = self._mark(conn)
@@ -63,7 +71,7 @@ class MinerSchedule:
         self, conn: sqlite3.Connection, rules: Sequence[CompiledRule], config: RulesConfig
     ) -> list[MinedPattern]:
         """Mine the last day of journal time and store the mark (journal time of the run)."""
-        seq, at = conn.execute("SELECT max(seq), max(at) FROM rule_journal").fetchone()
+        seq, at = _last_row(conn)
         found = mine(conn, rules, config, since=MINE_LOOKBACK, miners=self.miners)
         conn.execute(
             "INSERT INTO rule_cursor (name, seq, at) VALUES (?, ?, ?) "

@@ -56,7 +56,10 @@ def rerun_backtest(
     return fresh
 
 
-def pick_repo(config: HarnessConfig, name: str | None = None) -> PolicyRepo:
+def pick_repo(
+    config: HarnessConfig, name: str | None = None, *, unique: bool = False
+) -> PolicyRepo:
+    """The named policy repo, else the only (``unique``) or first configured one."""
     repos = config.policy_repos
     if name is not None:
         for repo in repos:
@@ -65,9 +68,12 @@ def pick_repo(config: HarnessConfig, name: str | None = None) -> PolicyRepo:
         raise InputError(f"[policy_repo.{name}] is not configured in harness.toml")
     if not repos:
         raise InputError(
-            "no [policy_repo.*] is configured in harness.toml: add one (a git checkout) "
-            "to prepare proposal branches"
+            "no [policy_repo.*] is configured in harness.toml; add one with its `path` "
+            "(a git checkout) to prepare proposals"
         )
+    if unique and len(repos) > 1:
+        names = ", ".join(r.name for r in repos)
+        raise InputError(f"several policy repos are configured ({names}); pick one with --repo")
     return repos[0]
 
 

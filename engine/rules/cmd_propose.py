@@ -12,26 +12,9 @@ import argparse
 from pathlib import Path
 
 from engine.cli.common import EXIT_OK, print_json
-from engine.config import PolicyRepo, load_config, resolve_store
+from engine.config import load_config, resolve_store
 from engine.errors import Diagnostic, InputError, Location
 from engine.yamlsrc import decode_source
-
-
-def _pick_repo(repos: tuple[PolicyRepo, ...], name: str | None) -> PolicyRepo:
-    if name is not None:
-        for repo in repos:
-            if repo.name == name:
-                return repo
-        raise InputError(f"[policy_repo.{name}] is not configured in harness.toml")
-    if not repos:
-        raise InputError(
-            "no [policy_repo.*] is configured in harness.toml; add one with its `path` "
-            "(a git checkout) to prepare proposals"
-        )
-    if len(repos) > 1:
-        names = ", ".join(r.name for r in repos)
-        raise InputError(f"several policy repos are configured ({names}); pick one with --repo")
-    return repos[0]
 
 
 def _check_who(who: str) -> str:
@@ -50,6 +33,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
         pr_description,
         prepare_branch,
     )
+    from engine.policy.workflow import pick_repo
     from engine.store.db import connect
 
     path = Path(args.file)
@@ -66,7 +50,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     text = decode_source(raw, str(path))
     config = load_config()
     prepared = prepare_rule(text, str(path), config.rules)
-    repo = _pick_repo(config.policy_repos, getattr(args, "repo", None))
+    repo = pick_repo(config, getattr(args, "repo", None), unique=True)
     who = _check_who(getattr(args, "who", None) or "harness rules propose")
     check_free_branch(repo, branch_name(prepared))
     conn = connect(resolve_store(args.store, config))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from engine.errors import Diagnostic
+from engine.journal.rows import COLUMNS
 
 SourceKind = Literal["starter", "policy", "file"]
 PrimitiveFn = Literal["count", "distinct", "exists"]
@@ -54,21 +55,7 @@ KINDS: dict[str, tuple[tuple[str, str], ...]] = {
 KIND_FIELDS: dict[str, tuple[str, ...]] = {k: tuple(f for f, _ in v) for k, v in KINDS.items()}
 
 #: Keys allowed in a primitive's selector map literal (indexed journal columns).
-SELECTOR_KEYS: tuple[str, ...] = (
-    "kind",
-    "type",
-    "source",
-    "harness",
-    "project",
-    "run",
-    "tool",
-    "outcome",
-    "path",
-    "cause_digest",
-    "args_digest",
-    "other_harness",
-    "fact",
-)
+SELECTOR_KEYS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("seq", "at", "n"))
 
 #: Levels in increasing authority; hold and stop act only when enforced.
 LEVELS: tuple[str, ...] = ("annotate", "notify", "hold", "stop")
