@@ -11,6 +11,16 @@ SHARED = ROOT.parent / "shared"
 REFERENCE = SHARED / "conformance" / "reference"
 
 
+def shared_file(relative: str) -> Path:
+    """A file of ``../shared``, or a skip that says why: a newcomer's clone has no ``../shared``."""
+    path = SHARED / relative
+    if not path.is_file():
+        pytest.skip(
+            f"{path} is absent: this test reads the shared design folder beside the checkout"
+        )
+    return path
+
+
 @pytest.fixture(autouse=True)
 def _isolated_config(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

@@ -17,7 +17,7 @@ from engine.journal.rows import (
     check_values,
     row_from_mapping,
 )
-from tests.conftest import SHARED
+from tests.conftest import shared_file
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -123,7 +123,7 @@ def test_identifier_acceptance_matches_the_pinned_pattern(text: str) -> None:
 
 
 def test_fields_by_kind_match_the_design_table() -> None:
-    text = (SHARED / "DESIGN.md").read_text(encoding="utf-8")
+    text = shared_file("DESIGN.md").read_text(encoding="utf-8")
     table = {}
     for kind in ("run_event", "graph_event", "fact_event"):
         m = re.search(rf"^\| {kind} \| \+ ([^|]+)\|", text, re.M)

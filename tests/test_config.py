@@ -1,4 +1,4 @@
-"""The shared pieces every surface relies on: strict YAML, config, durations."""
+"""harness.toml: every pinned key, located errors, and where it is read from."""
 
 from __future__ import annotations
 
@@ -7,59 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import load_config, parse_config, resolve_store
-from engine.durations import DurationError, format_duration_ms, parse_duration_ms
 from engine.errors import InputError
-from engine.yamlsrc import LocDict, parse_yaml
-
-
-def test_yaml_is_1_2_on_and_yes_stay_strings() -> None:
-    doc = parse_yaml("on: yes\nno: off\nflag: true\nn: 010\nz: ~\n", "r.yml")
-    assert doc.data == {"on": "yes", "no": "off", "flag": True, "n": 10, "z": None}
-
-
-def test_yaml_positions_are_one_based_for_keys_and_items() -> None:
-    doc = parse_yaml("a: 1\nlist:\n  - x\n  - y\n", "r.yml")
-    data = doc.data
-    assert isinstance(data, LocDict)
-    assert (data.where("list").line, data.where("list").col) == (2, 1)
-    assert (data["list"].where(1).line, data["list"].where(1).col) == (4, 5)
-
-
-@pytest.mark.parametrize(
-    ("text", "needle", "line"),
-    [
-        ("a: 1\nb: 2\na: 3\n", "duplicate key `a`", 3),
-        ("a: [1, 2\n", "expected ','", 2),
-        ("a: !!python/name:os.system x\n", "unsupported YAML tag", 1),
-        ("a:\n\tb: 1\n", "tab", 2),
-    ],
-)
-def test_yaml_errors_name_line(text: str, needle: str, line: int) -> None:
-    with pytest.raises(InputError) as info:
-        parse_yaml(text, "bad.yml")
-    diag = info.value.diagnostics[0]
-    assert needle in diag.message
-    assert diag.location.file == "bad.yml"
-    assert diag.location.line == line
-
-
-def test_yaml_alias_bomb_is_refused_quickly() -> None:
-    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
-    for i in range(1, 10):
-        refs = ", ".join([f"*l{i - 1}"] * 10)
-        lines.append(f"l{i}: &l{i} [{refs}]")
-    with pytest.raises(InputError, match="alias bomb"):
-        parse_yaml("\n".join(lines) + "\n", "bomb.yml")
-
-
-def test_durations_round_trip() -> None:
-    assert parse_duration_ms("1h30m") == 5_400_000
-    assert parse_duration_ms("72h") == 259_200_000
-    assert parse_duration_ms("250ms") == 250
-    assert format_duration_ms(5_400_000) == "1h30m"
-    for bad in ("", "10", "h", "1x", "1h 30m", "-1h"):
-        with pytest.raises(DurationError):
-            parse_duration_ms(bad)
 
 
 def test_config_parses_every_pinned_key(tmp_path: Path) -> None:
