@@ -23,7 +23,7 @@ def test_every_engine_module_imports_without_textual() -> None:
 
 
 def test_cli_help_does_not_import_textual() -> None:
-    for mod in ("engine.cli.harness", "engine.skillspec.cli"):
+    for mod in ("engine.cli.harness", "engine.cli.skillspec"):
         code = (
             f"import sys, {mod} as m\n"
             "m.build_parser()\n"
@@ -49,7 +49,7 @@ def test_no_engine_source_mentions_textual_import() -> None:
 
 def test_command_groups_without_subcommand_print_their_own_help() -> None:
     for argv in (["skillspec", "trace"], ["skillspec", "imports"], ["harness", "policy"]):
-        mod = "engine.skillspec.cli" if argv[0] == "skillspec" else "engine.cli.harness"
+        mod = "engine.cli.skillspec" if argv[0] == "skillspec" else "engine.cli.harness"
         out = subprocess.run(
             [sys.executable, "-m", mod, *argv[1:]], cwd=ROOT, capture_output=True, text=True
         )

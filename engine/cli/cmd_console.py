@@ -1,14 +1,30 @@
-"""``harness console``: open the Textual operator console.
+"""``harness console``: open the Textual operator console through its plugin entry point.
 
-Textual is imported inside the handler (``importlib``), never at module level,
-so ``harness --help`` and every other subcommand start without it.
+The console is the one part of this distribution above the CLI, so the CLI
+never imports it. The console declares its entry function as an entry point
+in ``pyproject.toml``, group ``harness_console.plugins``, name ``console``
+(value ``console.app:run_console``); :func:`console_entry` finds it with
+``importlib.metadata.entry_points`` and loads it only when the console opens.
+This is the documented plugin point: another front end can register itself
+under the same group and name. When the distribution's installed metadata
+predates the entry point (a source checkout run without reinstalling), the
+same declared value is used, still loaded through ``EntryPoint.load``.
+Textual is therefore imported only by that load, never by ``harness --help``
+or any other subcommand.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-from typing import Any
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any, cast
+
+#: Where the console registers its entry function (see ``pyproject.toml``).
+PLUGIN_GROUP = "harness_console.plugins"
+CONSOLE_ENTRY = "console"
+#: The value the console declares; used when the installed metadata lacks it.
+DEFAULT_CONSOLE_VALUE = "console.app:run_console"
 
 
 def register(sub: Any) -> None:
@@ -34,13 +50,20 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_console)
 
 
+def console_entry() -> metadata.EntryPoint:
+    """The registered ``harness_console.plugins``/``console`` entry point, else the default."""
+    found = metadata.entry_points(group=PLUGIN_GROUP, name=CONSOLE_ENTRY)
+    for entry in found:
+        return entry
+    return metadata.EntryPoint(name=CONSOLE_ENTRY, value=DEFAULT_CONSOLE_VALUE, group=PLUGIN_GROUP)
+
+
 def cmd_console(args: argparse.Namespace) -> int:
-    """Resolve the options (errors surface before the screen opens), then run the app."""
+    """Resolve the options (errors surface before the screen opens), then run the console."""
     from engine.views.session import ConsoleOptions
 
     options = ConsoleOptions.from_args(
         store=args.store, demo=args.demo, specs=tuple(args.spec), policy=args.policy
     )
-    app_module = importlib.import_module("console.app")
-    result: int = app_module.run_console(options)
-    return result
+    run = cast(Callable[[ConsoleOptions], int], console_entry().load())
+    return int(run(options))

@@ -4,14 +4,14 @@ list, show and lint are static: they load rules with the evaluator's loader
 and, for list/show, read fires from the store *when it exists* — read-only,
 never creating or migrating it, and tolerating a store that has no fire
 tables yet, so the commands work on a fresh machine. backtest and explain are
-the evaluator's (``engine.rules.cmd_eval``) and are imported only when run;
-this module imports nothing heavy at top level.
+the evaluator's (``engine.cli.cmd_backtest``, ``engine.cli.cmd_explain``),
+propose and mine are ``engine.cli.cmd_propose``'s; each is imported inside
+its handler, only when run, so this module imports nothing heavy at top level.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sqlite3
 import sys
 import time
@@ -97,13 +97,13 @@ def register(sub: Any) -> None:
     bp.add_argument("--policy", metavar="DIR", action="append", default=[])
     bp.add_argument("--json", action="store_true")
     bp.add_argument("--store", metavar="PATH")
-    bp.set_defaults(handler=_lazy("engine.rules.cmd_eval", "cmd_backtest"))
+    bp.set_defaults(handler=_backtest)
 
     ep = rs.add_parser("explain", help="Why a fire happened, recomputed from the journal.")
     ep.add_argument("fire_id", metavar="FIRE_ID", type=_int_in(1, MAX_ID))
     ep.add_argument("--json", action="store_true")
     ep.add_argument("--store", metavar="PATH")
-    ep.set_defaults(handler=_lazy("engine.rules.cmd_eval", "cmd_explain"))
+    ep.set_defaults(handler=_explain)
 
     pp = rs.add_parser("propose", help="Backtest a rule file and prepare a policy-repo change.")
     pp.add_argument("file", metavar="FILE")
@@ -118,7 +118,7 @@ def register(sub: Any) -> None:
     pp.add_argument("--who", metavar="NAME", help="who proposes (stored with the proposal)")
     pp.add_argument("--json", action="store_true")
     pp.add_argument("--store", metavar="PATH")
-    pp.set_defaults(handler=_lazy("engine.rules.cmd_propose", "cmd_propose"))
+    pp.set_defaults(handler=_propose)
 
     mp = rs.add_parser(
         "mine",
@@ -132,7 +132,7 @@ def register(sub: Any) -> None:
     )
     mp.add_argument("--dry-run", action="store_true", help="report, do not store proposals")
     _common(mp)
-    mp.set_defaults(handler=_lazy("engine.rules.cmd_propose", "cmd_mine"))
+    mp.set_defaults(handler=_mine)
     p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
 
 
@@ -142,19 +142,28 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def _lazy(module: str, func: str) -> Any:
-    def handler(args: argparse.Namespace) -> int:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            sys.stderr.write(f"harness rules: {module} is not available in this build\n")
-            return 2
-        result: int = getattr(mod, func)(args)
-        return result
+def _backtest(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_backtest import cmd_backtest
 
-    return handler
+    return cmd_backtest(args)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_explain import cmd_explain
+
+    return cmd_explain(args)
+
+
+def _propose(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_propose import cmd_propose
+
+    return cmd_propose(args)
+
+
+def _mine(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_propose import cmd_mine
+
+    return cmd_mine(args)
 
 
 # --- loading ------------------------------------------------------------------------------

@@ -1,50 +1,56 @@
 """The ``harness`` command: journal, rules, holds, policy, doctor, console.
 
 Each command group lives in its own ``engine.cli.cmd_*`` module exposing
-``register(subparsers)``; those modules import only argparse-level code at top
-level and defer heavy imports to their handlers, so ``harness journal tail``
-starts fast and never loads Textual.
+``register(subparsers)``; the program is those modules in help order, built
+by the one registry (:mod:`engine.cli.registry`) that ``skillspec`` shares.
+The modules import only argparse-level code at top level and defer heavy
+imports to their handlers, so ``harness journal tail`` starts fast and never
+loads Textual.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 
-from engine.cli.common import ArgumentParser, dispatch
+from engine.cli import (
+    cmd_console,
+    cmd_demo,
+    cmd_doctor,
+    cmd_evaluate,
+    cmd_holds,
+    cmd_journal,
+    cmd_metrics,
+    cmd_policy,
+    cmd_rules,
+)
+from engine.cli.common import ArgumentParser
+from engine.cli.registry import Program
 
-#: Command modules in help order. A module that is not there yet is skipped.
-COMMAND_MODULES = (
-    "console",
-    "demo",
-    "journal",
-    "evaluate",
-    "rules",
-    "holds",
-    "policy",
-    "doctor",
-    "metrics",
+#: The ``harness`` program: command modules in help order.
+PROGRAM = Program(
+    prog="harness",
+    description="Operate a fleet of agent harnesses: journal, rules, holds and the console.",
+    commands=(
+        cmd_console.register,
+        cmd_demo.register,
+        cmd_journal.register,
+        cmd_evaluate.register,
+        cmd_rules.register,
+        cmd_holds.register,
+        cmd_policy.register,
+        cmd_doctor.register,
+        cmd_metrics.register,
+    ),
 )
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
-        prog="harness",
-        description="Operate a fleet of agent harnesses: journal, rules, holds and the console.",
-    )
-    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        modname = f"engine.cli.cmd_{name}"
-        if importlib.util.find_spec(modname) is None:
-            continue
-        importlib.import_module(modname).register(sub)
-    return parser
+    return PROGRAM.build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return dispatch(build_parser(), argv)
+    return PROGRAM.main(argv)
 
 
 if __name__ == "__main__":

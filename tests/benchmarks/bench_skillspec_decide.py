@@ -136,7 +136,7 @@ def _batch(spec: Path, lines: Path, expected: int) -> float:
     cmd = [
         sys.executable,
         "-m",
-        "engine.skillspec.cli",
+        "engine.cli.skillspec",
         "decide",
         str(spec),
         "--inputs",

@@ -42,7 +42,7 @@ def median_ms(argv: list[str], runs: int) -> float:
 
 def textual_imported(spec: Path) -> bool:
     script = (
-        "import sys\nfrom engine.skillspec.cli import main\n"
+        "import sys\nfrom engine.cli.skillspec import main\n"
         "main(['validate', sys.argv[1]])\n"
         "print(any(m == 'textual' or m.startswith('textual.') for m in sys.modules))\n"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.skillspec.cli import main
+from engine.cli.skillspec import main
 from tests.conftest import ROOT
 from tests.skillspec.fixtures.cases import spec
 
@@ -145,7 +145,7 @@ def test_deps_check_refuses_invalid_spec(
 def test_console_script_does_not_import_textual(tmp_path: Path) -> None:
     path = write(tmp_path, VALID)
     script = (
-        "import sys\nfrom engine.skillspec.cli import main\n"
+        "import sys\nfrom engine.cli.skillspec import main\n"
         "rc = main(['validate', sys.argv[1]])\n"
         "print('TEXTUAL' if any(m.startswith('textual') for m in sys.modules) else 'CLEAN')\n"
         "sys.exit(rc)\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.skillspec.cli import main
+from engine.cli.skillspec import main
 from tests.conftest import REFERENCE, ROOT
 
 SPEC = """\
@@ -224,7 +224,7 @@ def test_corpus_spec_runs_in_a_separate_process_without_textual(tmp_path: Path) 
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("\n".join(json.dumps(f"check the repo {i}") for i in range(50)) + "\n")
     code = (
-        "import sys; from engine.skillspec.cli import main; "
+        "import sys; from engine.cli.skillspec import main; "
         f"rc = main(['decide', {str(spec)!r}, '--inputs', {str(inputs)!r}, '--json']); "
         "assert 'textual' not in sys.modules; sys.exit(rc)"
     )

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from engine.skillspec.load import check_spec
 from tests.conftest import ROOT
 
-SKILLSPEC = [sys.executable, "-m", "engine.skillspec.cli"]
+SKILLSPEC = [sys.executable, "-m", "engine.cli.skillspec"]
 
 
 def billion_laughs() -> str:
@@ -88,7 +88,7 @@ def test_cli_exits_2_without_traceback_in_bounded_memory(tmp_path: Path, name: s
     script = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
-        "from engine.skillspec.cli import main\n"
+        "from engine.cli.skillspec import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     proc = subprocess.run(

@@ -123,7 +123,7 @@ def test_skillspec_test_command_runs_or_refuses_like_the_reference(
     problem is a missing file is refused too (EXPECTED's "unresolved" verdicts
     were computed in-process, not by the CLI).
     """
-    from engine.skillspec.cli import main
+    from engine.cli.skillspec import main
 
     code = main(["test", str(REFERENCE / spec)])
     out, err = capsys.readouterr()

@@ -28,7 +28,7 @@ IMPORT = "  guide: {path: target.md, role: policy, load: always, section: Setup}
 RUNNER = (
     "import resource, sys\n"
     "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
-    "from engine.skillspec.cli import main\n"
+    "from engine.cli.skillspec import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )
 

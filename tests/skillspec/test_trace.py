@@ -202,7 +202,7 @@ def test_compact_refuses_a_fifo_event_file_without_hanging(tmp_path: Path) -> No
     events.mkdir(parents=True)
     os.mkfifo(events / "0001.json")
     out = subprocess.run(
-        [sys.executable, "-m", "engine.skillspec.cli", "trace", "compact", str(tmp_path / "run-1")],
+        [sys.executable, "-m", "engine.cli.skillspec", "trace", "compact", str(tmp_path / "run-1")],
         capture_output=True,
         text=True,
         timeout=30,

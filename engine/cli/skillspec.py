@@ -1,79 +1,107 @@
 """The ``skillspec`` command, argument for argument with the reference CLI.
 
-This module only declares arguments. Handlers live in ``cmd_check`` (validate,
-imports check, deps check) and ``cmd_decide`` (decide, explain, test, trace)
-and are imported when their subcommand runs, so ``skillspec validate`` pays
+This module only declares arguments; the program is built by the registry
+``harness`` shares (:mod:`engine.cli.registry`). Handlers live in
+``engine.cli.cmd_spec_check`` (validate, imports check, deps check) and
+``engine.cli.cmd_spec_decide`` (decide, explain, test, trace) and are imported
+inside the handler when their subcommand runs, so ``skillspec validate`` pays
 only for what it uses and never imports Textual.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from engine.cli.common import ArgumentParser, dispatch
+from engine.cli.common import ArgumentParser
+from engine.cli.registry import Program, group_help
 
 
-def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        impl: Callable[[argparse.Namespace], int] = getattr(
-            importlib.import_module(f"engine.skillspec.{module}"), func
-        )
-        return impl(args)
+def _validate(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_check import cmd_validate
 
-    return handler
+    return cmd_validate(args)
 
 
-def _group_help(group: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    """A command group run without its subcommand prints its own help, exit 2."""
+def _imports_check(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_check import cmd_imports_check
 
-    def handler(_args: argparse.Namespace) -> int:
-        group.print_help(sys.stderr)
-        return 2
-
-    return handler
+    return cmd_imports_check(args)
 
 
-def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(
-        prog="skillspec",
-        description="Check SkillSpec v0 contracts (skill.spec.yml) and decide inputs against them.",
-    )
-    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+def _deps_check(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_check import cmd_deps_check
+
+    return cmd_deps_check(args)
+
+
+def _test(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_decide import cmd_test
+
+    return cmd_test(args)
+
+
+def _decide(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_decide import cmd_decide
+
+    return cmd_decide(args)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_decide import cmd_explain
+
+    return cmd_explain(args)
+
+
+def _trace_compact(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_decide import cmd_trace_compact
+
+    return cmd_trace_compact(args)
+
+
+def _trace_align(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_spec_decide import cmd_trace_align
+
+    return cmd_trace_align(args)
+
+
+def register(sub: Any) -> None:
+    """Add every ``skillspec`` command to the program's subparsers."""
 
     def spec_cmd(
         name: str,
         help_text: str,
         parent: Any = None,
     ) -> argparse.ArgumentParser:
-        p = (parent or sub).add_parser(name, help=help_text, description=help_text)
+        p: argparse.ArgumentParser = (parent or sub).add_parser(
+            name, help=help_text, description=help_text
+        )
         p.add_argument("spec", metavar="SPEC", help="path to a skill.spec.yml")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
     p = spec_cmd("validate", "Validate structure and every cross-reference of a spec.")
-    p.set_defaults(handler=_lazy("cmd_check", "cmd_validate"))
+    p.set_defaults(handler=_validate)
 
     imports = sub.add_parser("imports", help="Import graph commands.")
     isub = imports.add_subparsers(title="imports commands", metavar="COMMAND")
-    imports.set_defaults(handler=_group_help(imports))
+    imports.set_defaults(handler=group_help(imports))
     p = spec_cmd("check", "Resolve imports, sections and the load order.", isub)
-    p.set_defaults(handler=_lazy("cmd_check", "cmd_imports_check"))
+    p.set_defaults(handler=_imports_check)
 
     deps = sub.add_parser("deps", help="Dependency commands.")
     dsub = deps.add_subparsers(title="deps commands", metavar="COMMAND")
-    deps.set_defaults(handler=_group_help(deps))
+    deps.set_defaults(handler=group_help(deps))
     p = spec_cmd("check", "Check cli, file and env dependencies; list the rest.", dsub)
-    p.set_defaults(handler=_lazy("cmd_check", "cmd_deps_check"))
+    p.set_defaults(handler=_deps_check)
 
     p = spec_cmd("test", "Run the spec's scenario tests through decide.")
     p.add_argument(
         "--coverage", action="store_true", help="report rules and routes no scenario test reaches"
     )
-    p.set_defaults(handler=_lazy("cmd_decide", "cmd_test"))
+    p.set_defaults(handler=_test)
 
     p = spec_cmd("decide", "Decide one input (or many with --inputs) against the spec.")
     group = p.add_mutually_exclusive_group(required=True)
@@ -82,29 +110,40 @@ def build_parser() -> ArgumentParser:
         "--inputs", metavar="FILE", help="one JSON string per line in, one decision per line out"
     )
     p.add_argument("--trace-dir", metavar="DIR", help="write a decision trace under DIR")
-    p.set_defaults(handler=_lazy("cmd_decide", "cmd_decide"))
+    p.set_defaults(handler=_decide)
 
     p = spec_cmd("explain", "Explain, rule by rule, how an input is decided.")
     p.add_argument("--input", metavar="TEXT", required=True, help="the user input to explain")
     p.add_argument("--trace-dir", metavar="DIR", help="write a decision trace under DIR")
-    p.set_defaults(handler=_lazy("cmd_decide", "cmd_explain"))
+    p.set_defaults(handler=_explain)
 
     trace = sub.add_parser("trace", help="Decision trace commands.")
     tsub = trace.add_subparsers(title="trace commands", metavar="COMMAND")
-    trace.set_defaults(handler=_group_help(trace))
+    trace.set_defaults(handler=group_help(trace))
     p = tsub.add_parser("compact", help="Write trace.jsonl and summary.json for a run directory.")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=_lazy("cmd_decide", "cmd_trace_compact"))
+    p.set_defaults(handler=_trace_compact)
     p = spec_cmd("align", "Re-decide a traced input and compare the deterministic facts.", tsub)
     p.add_argument("--decision-trace", metavar="RUN_DIR", required=True)
     p.add_argument("--summary", action="store_true", help="print only the summary")
-    p.set_defaults(handler=_lazy("cmd_decide", "cmd_trace_align"))
-    return parser
+    p.set_defaults(handler=_trace_align)
+
+
+#: The ``skillspec`` program, built by the registry ``harness`` shares.
+PROGRAM = Program(
+    prog="skillspec",
+    description="Check SkillSpec v0 contracts (skill.spec.yml) and decide inputs against them.",
+    commands=(register,),
+)
+
+
+def build_parser() -> ArgumentParser:
+    return PROGRAM.build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return dispatch(build_parser(), argv)
+    return PROGRAM.main(argv)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
 from engine.skillspec.decide import CompiledSpec, compile_spec, decide, decision_json_line
 
-EXIT_OK, EXIT_FAILED = 0, 1
 MAX_INPUTS_BYTES = 256 * 1024 * 1024
-
-
-def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 class LoadedSpec:
@@ -158,7 +154,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.trace_dir:
         _write_trace(loaded, args.trace_dir, args.input)
-    _print_json(decide(compiled, args.input).to_json())
+    print_json(decide(compiled, args.input).to_json())
     return EXIT_OK
 
 
@@ -171,7 +167,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         _write_trace(loaded, args.trace_dir, args.input)
     exp = explain(loaded.compiled, args.input)
     if args.json:
-        _print_json(exp.to_json())
+        print_json(exp.to_json())
     else:
         sys.stdout.write(render_explanation(exp) + "\n")
     return EXIT_OK
@@ -187,7 +183,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         out = run.to_json()
         if cov is not None:
             out["coverage"] = cov.to_json()
-        _print_json(out)
+        print_json(out)
     else:
         sys.stdout.write(render_run(run, f"skillspec test {args.spec}") + "\n")
         if cov is not None:
@@ -199,7 +195,7 @@ def cmd_trace_compact(args: argparse.Namespace) -> int:
     from engine.skillspec.trace import compact
 
     result = compact(args.run_dir)
-    _print_json(result.to_json())
+    print_json(result.to_json())
     return EXIT_OK
 
 
@@ -210,7 +206,7 @@ def cmd_trace_align(args: argparse.Namespace) -> int:
     report = align(loaded.compiled, str(args.spec), loaded.fingerprint, args.decision_trace)
     sys.stderr.write(f"alignment: wrote {Path(args.decision_trace) / 'alignment.json'}\n")
     if args.json:
-        _print_json(report.to_json())
+        print_json(report.to_json())
     elif args.summary:
         sys.stdout.write(render_summary(report) + "\n")
     else:

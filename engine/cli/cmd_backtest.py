@@ -1,9 +1,9 @@
-"""Handlers for ``harness rules backtest`` and ``harness rules explain``.
+"""Handler for ``harness rules backtest``: replay stored history through candidate rules.
 
 ``engine.cli.cmd_rules`` declares the arguments and imports this module only
-when one of these commands runs, so the heavy imports (CEL, the evaluator)
-stay off the path of every other command. Both open the store read-only: a
-backtest and an explanation only ever read history.
+when the command runs, so the heavy imports (CEL, the evaluator) stay off the
+path of every other command. It opens the store read-only: a backtest only
+ever reads history.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from engine.cli.common import EXIT_OK, print_json
 from engine.config import HarnessConfig, load_config, resolve_store
@@ -84,21 +84,6 @@ def resolve_rules(
     return list(chosen.values())
 
 
-def _lifecycle_backtest() -> Callable[..., Any] | None:
-    """The lifecycle's backtest wiring (shadow, suppressed, today's levels, hold spans), if any."""
-    import importlib
-
-    for name in ("engine.rules.lifecycle_run", "engine.rules.lifecycle"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        fn = getattr(module, "backtest_with_lifecycle", None)
-        if fn is not None:
-            return cast(Callable[..., Any], fn)
-    return None
-
-
 def _progress_bar(total: int) -> tuple[Callable[[Any], None], Callable[[], None]]:
     """A rich progress bar on stderr when it is a terminal; no-ops otherwise."""
     if not sys.stderr.isatty() or total <= 0:
@@ -136,7 +121,9 @@ def _nothing() -> None:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from engine.rules.backtest import resolve_range, run_backtest
+    from engine.rules.backtest import resolve_range
+    from engine.rules.lifecycle import Authority
+    from engine.rules.lifecycle_run import backtest_with_lifecycle
     from engine.rules.lint import policy_dir_problems
     from engine.store.db import connect
 
@@ -154,17 +141,12 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         )
         update, stop_bar = _progress_bar(0 if args.json else seq_range.rows)
         cancel = threading.Event()
-        with_lifecycle = _lifecycle_backtest()
         try:
-            if with_lifecycle is not None:
-                from engine.rules.lifecycle import Authority
-
-                authority = Authority.from_config(config)
-                result = with_lifecycle(
-                    conn, rules, seq_range, authority, progress=update, cancel=cancel
-                )
-            else:
-                result = run_backtest(conn, rules, seq_range, progress=update, cancel=cancel)
+            # The lifecycle's wiring: shadow, suppressed, today's levels, hold spans.
+            authority = Authority.from_config(config)
+            result = backtest_with_lifecycle(
+                conn, rules, seq_range, authority, progress=update, cancel=cancel
+            )
         finally:
             stop_bar()
     except sqlite3.Error as exc:
@@ -177,26 +159,3 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(result.render_text() + "\n")
     return EXIT_OK
-
-
-def cmd_explain(args: argparse.Namespace) -> int:
-    from engine.rules.explain import explain_fire
-    from engine.store.db import connect
-
-    config = load_config()
-    conn = connect(resolve_store(getattr(args, "store", None), config), readonly=True)
-    try:
-        try:
-            explanation = explain_fire(conn, int(args.fire_id))
-        except sqlite3.Error as exc:
-            raise InputError(
-                f"cannot read fires from this store: {exc}", title="Bad store"
-            ) from None
-    finally:
-        conn.close()
-    if args.json:
-        print_json(explanation.to_json())
-    else:
-        sys.stdout.write(explanation.render_text() + "\n")
-    # A stored result the journal no longer reproduces is a failed check.
-    return EXIT_OK if explanation.consistent else 1

@@ -1,0 +1,69 @@
+"""The one command registry of both programs, ``harness`` and ``skillspec``.
+
+Each program is a name, a one-line description and a tuple of ``register``
+functions, one per command module (``engine.cli.cmd_*``), each adding its
+subcommands to the program's parser. Both programs therefore share one parser
+class (exit 2 on bad usage), one ``--version``, one dispatch and, through
+:func:`engine.cli.common.run_main`, one set of exit codes and JSON errors.
+Command modules import only argparse-level code at top level and defer heavy
+imports to their handlers, so building a parser stays fast and never loads
+Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from engine.cli.common import EXIT_USAGE, ArgumentParser, dispatch
+
+#: Adds one command module's subcommands to a program's ``add_subparsers()`` object.
+Register = Callable[[Any], None]
+
+DISTRIBUTION = "harness-console"
+
+
+def package_version() -> str:
+    """The installed distribution's version; the source tree's when it is not installed."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        import engine
+
+        return str(getattr(engine, "__version__", "unknown"))
+
+
+@dataclass(frozen=True)
+class Program:
+    """One command-line program: its name, what it is for, and its command modules in help order."""
+
+    prog: str
+    description: str
+    commands: tuple[Register, ...]
+
+    def build_parser(self) -> ArgumentParser:
+        parser = ArgumentParser(prog=self.prog, description=self.description)
+        parser.add_argument(
+            "--version", action="version", version=f"{self.prog} {package_version()}"
+        )
+        sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+        for register in self.commands:
+            register(sub)
+        return parser
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        return dispatch(self.build_parser(), argv)
+
+
+def group_help(group: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """A command group run without its subcommand prints its own help, exit 2."""
+
+    def handler(_args: argparse.Namespace) -> int:
+        group.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    return handler
