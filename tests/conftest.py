@@ -6,9 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from engine.views.store_schema import register_full_schema
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 REFERENCE = SHARED / "conformance" / "reference"
+
+# Tests open stores directly (engine.store.db.connect) and expect every table.
+register_full_schema()
 
 
 def shared_file(relative: str) -> Path:

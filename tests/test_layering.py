@@ -1,9 +1,12 @@
-"""engine/ must work without a screen: no Textual, no console, anywhere in it."""
+"""Layering: engine/ works without a screen, and the import contracts catch a floor pointing up."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -55,3 +58,36 @@ def test_command_groups_without_subcommand_print_their_own_help() -> None:
         )
         assert out.returncode == 2
         assert f"usage: {argv[0]} {argv[1]}" in out.stderr
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).parent / "lint-imports"
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "importlinter.cli"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [*cmd, "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_import_contracts_fail_on_a_forbidden_import(tmp_path: Path) -> None:
+    """The pyproject contracts hold on a copy of the tree and break when a floor points up."""
+    copy = tmp_path / "tree"
+    copy.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    for package in ("engine", "console"):
+        shutil.copytree(
+            ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    clean = _lint_imports(copy)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "2 kept, 0 broken" in clean.stdout
+
+    with (copy / "engine" / "store" / "db.py").open("a", encoding="utf-8") as f:
+        f.write("\nfrom engine.rules import model as _model  # a floor pointing up\n")
+    with (copy / "engine" / "errors.py").open("a", encoding="utf-8") as f:
+        f.write("\nimport textual as _textual  # engine must never import textual\n")
+    broken = _lint_imports(copy)
+    assert broken.returncode != 0
+    assert "0 kept, 2 broken" in broken.stdout
+    assert "engine.store.db -> engine.rules.model" in broken.stdout
+    assert "engine.errors -> textual" in broken.stdout

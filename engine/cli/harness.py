@@ -26,6 +26,7 @@ from engine.cli import (
 )
 from engine.cli.common import ArgumentParser
 from engine.cli.registry import Program
+from engine.views.store_schema import register_full_schema
 
 #: The ``harness`` program: command modules in help order.
 PROGRAM = Program(
@@ -50,6 +51,8 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Every harness command may open the store for the whole program's schema.
+    register_full_schema()
     return PROGRAM.main(argv)
 
 

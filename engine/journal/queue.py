@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+import engine.journal.schema  # noqa: F401  (hands the journal's tables to the store)
 from engine.journal.rows import InsertRow
 from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
 from engine.store.db import connect

@@ -15,6 +15,8 @@ and ``refused`` (doctor, metrics, stats), and the committer's high-water marks
 ``seq`` never restarts and ``at`` never goes back after old rows are deleted.
 """
 
+from engine.store.migrations import register_migration
+
 SCHEMA_V1 = """
 CREATE TABLE rule_journal (
     seq INTEGER PRIMARY KEY,
@@ -41,3 +43,6 @@ CREATE TABLE journal_counters (
     value INTEGER NOT NULL
 ) WITHOUT ROWID
 """
+
+#: Handed to the store on import (the store never imports this package).
+MIGRATION = register_migration(1, "journal", SCHEMA_V1)

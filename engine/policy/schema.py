@@ -1,5 +1,7 @@
 """Proposal tables (migration 4): rules proposed by a client or the miner, never enforced."""
 
+from engine.store.migrations import register_migration
+
 SCHEMA_V1 = """
 CREATE TABLE rule_proposals (
     id INTEGER PRIMARY KEY,
@@ -16,3 +18,6 @@ CREATE TABLE rule_proposals (
 );
 CREATE INDEX rule_proposals_name ON rule_proposals (name, created_at)
 """
+
+#: Handed to the store on import (the store never imports this package).
+MIGRATION = register_migration(4, "proposals", SCHEMA_V1)

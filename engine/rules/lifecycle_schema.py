@@ -18,6 +18,8 @@ Why each table exists:
 - ``evaluator_lease`` names the one evaluator allowed to act on a store.
 """
 
+from engine.store.migrations import register_migration
+
 SCHEMA_V1 = """
 CREATE TABLE rule_shadow (
     name TEXT NOT NULL,
@@ -74,3 +76,6 @@ CREATE TABLE evaluator_lease (
     expires_at INTEGER NOT NULL
 )
 """
+
+#: Handed to the store on import (the store never imports this package).
+MIGRATION = register_migration(3, "lifecycle", SCHEMA_V1)

@@ -9,6 +9,8 @@ documented exception to live/backtest equivalence: a primitive that could not
 read the store.
 """
 
+from engine.store.migrations import register_migration
+
 SCHEMA_V1 = """
 CREATE TABLE rule_cursor (
     name TEXT PRIMARY KEY,
@@ -63,3 +65,6 @@ CREATE TABLE rule_counters (
     value INTEGER NOT NULL
 )
 """
+
+#: Handed to the store on import (the store never imports this package).
+MIGRATION = register_migration(2, "rules", SCHEMA_V1)

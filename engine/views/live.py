@@ -24,6 +24,10 @@ from engine.journal.writer import Committer
 from engine.rules.lease import Lease, Stepper, serve
 from engine.store.db import connect
 from engine.views.rules import load_console_rules
+from engine.views.store_schema import register_full_schema
+
+# The demo and the live tail open stores for the whole program's schema.
+register_full_schema()
 
 #: The rule the demo enforces in memory (never written to any harness.toml)
 #: so that a hold appears; the operator's real config is untouched.

@@ -11,6 +11,11 @@ import resource
 import sys
 from dataclasses import dataclass
 
+from engine.views.store_schema import register_full_schema
+
+# Benchmarks open stores directly (engine.store.db.connect) and expect every table.
+register_full_schema()
+
 
 @dataclass(frozen=True)
 class Row:
