@@ -9,7 +9,8 @@ evaluator would report.
 from __future__ import annotations
 
 import threading
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, cast
 
 from rich.markup import escape
 from textual import work
@@ -29,6 +30,10 @@ from engine.views.backtest import BacktestRun, lint_candidate, run_candidate
 from engine.views.rules import load_console_rules
 
 MAX_ROWS = 500
+
+
+#: A progress callback whose result is ignored (``post_message`` returns a bool).
+ProgressFn = Callable[[Progress], None]
 
 
 class BacktestPane(Vertical):
@@ -207,7 +212,7 @@ class BacktestPane(Vertical):
                     self.context.current_config,
                     since=since,
                     until=until,
-                    progress=lambda p: self.post_message(self.Advanced(p)),
+                    progress=cast(ProgressFn, lambda p: self.post_message(self.Advanced(p))),
                     cancel=cancel,
                 )
             finally:

@@ -15,7 +15,7 @@ import contextlib
 import json
 import sqlite3
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import aiosqlite
 from textual import work
@@ -198,7 +198,8 @@ class FiresPane(Vertical):
                         self._append(fresh)
                 else:
                     sql, params = count_after_query(flt, self.head_id)
-                    (count,) = (await db.execute_fetchall(sql, params))[0]
+                    counted = cast(list[tuple[int]], await db.execute_fetchall(sql, params))
+                    (count,) = counted[0]
                     if count != self.new_count:
                         self.new_count = int(count)
                         self._update_status()
