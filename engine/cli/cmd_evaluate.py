@@ -141,28 +141,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _open_live() -> Any:
-    """The lifecycle's wiring of a live evaluator (shadow, cooldown, levels, holds, actions).
+    """The lifecycle's wiring of a live evaluator (shadow, cooldown, levels, holds, actions)."""
+    from engine.rules.lifecycle_run import open_live
 
-    Falls back to the bare evaluator (default policy: nothing acts beyond
-    notify) only if the lifecycle module is missing.
-    """
-    import importlib
-
-    for name in ("engine.rules.lifecycle_run", "engine.rules.lifecycle"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        fn = getattr(module, "open_live", None)
-        if fn is not None:
-            return fn
-
-    def bare(conn: Any, rules: Any, config: Any, *, lease: Any = None) -> tuple[Any, Any]:
-        from engine.rules.evaluator import LiveEvaluator
-
-        return LiveEvaluator(conn, rules), None
-
-    return bare
+    return open_live
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
