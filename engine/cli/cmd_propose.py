@@ -1,4 +1,4 @@
-"""``harness rules propose FILE``: validate, cap, backtest, store, prepare a branch.
+"""Handlers for ``harness rules propose FILE`` and ``harness rules mine``: prepare proposals.
 
 Order matters for "nothing lost, nothing partly written": everything that can
 refuse (the file, the rule, the policy repo's configuration) is checked
