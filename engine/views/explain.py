@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from engine.rules.explain import explain_fire as rules_explain_fire
 
@@ -31,10 +30,6 @@ class FireExplanation:
     rule: str
     consistent: bool
     steps: tuple[ExplainStep, ...]
-
-
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 def explain_fire(conn: sqlite3.Connection, fire_id: int) -> FireExplanation:
