@@ -180,7 +180,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from engine.rules.explain import explain_fire
+    from engine.rules.fire_explain import explain_fire
     from engine.store.db import connect
 
     config = load_config()

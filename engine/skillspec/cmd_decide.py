@@ -165,7 +165,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from engine.skillspec.explain import explain, render_explanation
+    from engine.skillspec.spec_explain import explain, render_explanation
 
     loaded = load_spec(args.spec)
     _require_trace(loaded, args.trace_dir)

@@ -18,9 +18,9 @@ from typing import Any
 
 from engine.errors import Diagnostic, InputError
 from engine.skillspec.decide import CompiledSpec, Decision, compile_spec
-from engine.skillspec.explain import RuleExplanation, explain
 from engine.skillspec.load import load_decidable
 from engine.skillspec.scenarios import TestRun, run_tests
+from engine.skillspec.spec_explain import RuleExplanation, explain
 from engine.yamlsrc import LocDict, LocList, parse_yaml
 
 _EXPECT_LISTS = ("matched_rules", "forbid", "elicit", "after_success")
@@ -63,7 +63,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
     return LoadedSpec(Path(path), loaded.report.text, loaded.compiled)
 
 
-def decide_input(spec: LoadedSpec, text: str) -> DecideResult:
+def try_input(spec: LoadedSpec, text: str) -> DecideResult:
     exp = explain(spec.compiled, text)
     return DecideResult(exp.decision, exp.rules, exp.route_choice)
 
