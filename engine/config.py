@@ -80,6 +80,16 @@ class HarnessConfig:
     def resolved_store_path(self) -> Path:
         return self.store_path or default_store_path()
 
+    def policy_rule_dirs(self, *, existing: bool = False) -> list[Path]:
+        """The ``rules/`` directory of each policy repo, in config order.
+
+        ``existing=True`` keeps only the ones that are directories now: what a
+        command loads. Without it a missing directory stays in the list, so a
+        watcher still sees it appear and a loader can say it is missing.
+        """
+        dirs = [repo.path / "rules" for repo in self.policy_repos]
+        return [d for d in dirs if d.is_dir()] if existing else dirs
+
 
 _SCHEMA: dict[str, Any] = {
     "store": {"path": str, "retention_days": int},

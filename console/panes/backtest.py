@@ -21,11 +21,11 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, ProgressBar, Select, Static, TextArea
 
 from console.context import ConsoleContext
-from console.panes.fires import format_at
 from console.widgets.spark import bar
 from engine.errors import HarnessError
 from engine.rules.backtest import Progress
 from engine.rules.model import CompiledRule
+from engine.timefmt import short_ms
 from engine.views.backtest import BacktestRun, lint_candidate, run_candidate
 from engine.views.rules import load_console_rules
 
@@ -256,4 +256,4 @@ class BacktestPane(Vertical):
         table.clear()
         for f in res.fires[:MAX_ROWS]:
             aggs = ", ".join(f"{c.fn}={c.result}" for c in f.calls)
-            table.add_row(str(f.seq), format_at(f.at), f.target, f.effective_level, f.status, aggs)
+            table.add_row(str(f.seq), short_ms(f.at), f.target, f.effective_level, f.status, aggs)

@@ -21,9 +21,9 @@ from engine.views.decide import (
     DecideResult,
     LoadedSpec,
     append_scenario,
-    decide_input,
     load_spec,
     scenario_results,
+    try_input,
 )
 from engine.views.session import expand_globs
 
@@ -183,7 +183,7 @@ class DecidePane(Vertical):
 
     @work(thread=True, exclusive=True, group="decide")
     def _run_decide(self, spec: LoadedSpec, text: str) -> None:
-        self.post_message(self.Decided(text, decide_input(spec, text)))
+        self.post_message(self.Decided(text, try_input(spec, text)))
 
     def on_decide_pane_decided(self, message: Decided) -> None:
         if message.text != self.query_one("#decide-input", Input).value:

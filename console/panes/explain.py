@@ -14,7 +14,7 @@ from textual.widgets import Input, Static
 
 from console.context import ConsoleContext
 from engine.errors import HarnessError
-from engine.views.explain import FireExplanation, explain_fire
+from engine.views.fire_explain import FireExplanation, explain_fire
 
 
 class ExplainPane(Vertical):

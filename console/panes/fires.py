@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import json
 import sqlite3
-from datetime import UTC, datetime
 from typing import ClassVar, cast
 
 import aiosqlite
@@ -30,6 +29,7 @@ from textual.worker import Worker
 from console.context import ConsoleContext
 from console.messages import OpenExplain
 from engine.errors import HarnessError
+from engine.timefmt import short_ms
 from engine.views.fires import (
     FireFilter,
     FireRow,
@@ -43,10 +43,6 @@ from engine.views.fires import (
 WINDOW = 400
 PAGE = 100
 LEVEL_STYLE = {"annotate": "dim", "notify": "cyan", "hold": "bold yellow", "stop": "bold red"}
-
-
-def format_at(at_ms: int) -> str:
-    return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%m-%d %H:%M:%S")
 
 
 class FiresTable(DataTable[str]):
@@ -228,7 +224,7 @@ class FiresPane(Vertical):
             level = f"{row.effective_level} (≤{row.level})"
         return (
             str(row.id),
-            format_at(row.at),
+            short_ms(row.at),
             row.rule,
             f"[{style}]{level}[/]" if style else level,
             row.status,

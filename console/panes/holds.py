@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import ClassVar
 
 from rich.markup import escape
@@ -16,13 +15,14 @@ from textual.widgets import DataTable, Static
 from console.context import ConsoleContext
 from console.widgets.confirm import AskText
 from engine.errors import HarnessError
+from engine.timefmt import short_ms
 from engine.views.holds import HoldRow, list_holds
 
 
 def _when(ms: int | None) -> str:
     if ms is None:
         return ""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M:%S")
+    return short_ms(ms)
 
 
 class HoldsPane(Vertical):
@@ -126,17 +126,13 @@ class HoldsPane(Vertical):
     @work(thread=True, group="holds-release")
     def _release(self, hold_id: int, reason: str) -> None:
         from engine.rules.holds import release_by_operator
+        from engine.store.txn import immediate
 
         try:
             conn = self.context.connect()
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate(conn):
                     release_by_operator(conn, hold_id, reason=reason, now_ms=self.context.clock())
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
             finally:
                 conn.close()
         except HarnessError as exc:

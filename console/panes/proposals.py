@@ -6,7 +6,6 @@ its branch only writes a branch in the policy checkout (never harness.toml).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import ClassVar
 
 from rich.markup import escape
@@ -21,10 +20,7 @@ from console.context import ConsoleContext
 from console.widgets.confirm import AskText
 from engine.errors import HarnessError
 from engine.policy.proposals import Proposal, list_proposals
-
-
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M")
+from engine.timefmt import short_ms
 
 
 def describe(p: Proposal) -> str:
@@ -125,7 +121,7 @@ class ProposalsPane(Vertical):
                 p.level,
                 p.requested_level,
                 p.who,
-                _when(p.created_at),
+                short_ms(p.created_at, seconds=False),
                 fires,
                 p.branch or "",
                 key=str(p.id),

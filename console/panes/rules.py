@@ -14,9 +14,9 @@ from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
 from console.messages import OpenBacktest
-from console.panes.fires import format_at
 from engine.errors import HarnessError
 from engine.rules.model import LoadResult
+from engine.timefmt import short_ms
 from engine.views.rules import (
     FireCounter,
     RuleRow,
@@ -112,7 +112,7 @@ class RulesPane(Vertical):
             style = STATE_STYLE.get(r.state, "")
             state = r.state
             if r.shadow_until is not None:
-                state = f"shadow until {format_at(r.shadow_until)}"
+                state = f"shadow until {short_ms(r.shadow_until)}"
             elif r.state == "disabled" and r.error:
                 state = f"disabled: {escape(r.error[:40])}"
             table.add_row(

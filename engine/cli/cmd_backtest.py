@@ -23,7 +23,7 @@ from engine.rules.model import CompiledRule
 
 
 def _policy_dirs(config: HarnessConfig, extra: Sequence[str]) -> tuple[list[Path], list[Path]]:
-    repos = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
+    repos = config.policy_rule_dirs(existing=True)
     return repos, [Path(p).expanduser() for p in extra]
 
 

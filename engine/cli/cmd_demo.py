@@ -182,8 +182,9 @@ def _write_fresh(path: Path, args: argparse.Namespace, start: int, now: int) -> 
 def _write_into(path: Path, args: argparse.Namespace, start: int, now: int) -> Any:
     """Append the history to an existing store whose rows all end before it starts."""
     from engine.errors import InputError
-    from engine.journal.writer import iso_ms, read_marks
+    from engine.journal.writer import read_marks
     from engine.store.db import connect
+    from engine.timefmt import iso_ms
 
     conn = connect(path, create=False)
     try:

@@ -69,7 +69,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 )
 
     def build() -> Any:
-        evaluator, _policy = open_live(conn, rules, config, lease=lease)
+        evaluator, _hooks = open_live(conn, rules, config, lease=lease)
         return evaluator
 
     def on_step(result: Any) -> None:
@@ -155,7 +155,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     from engine.rules.loader import default_sources, load_rules
 
     config = load_config()
-    repos = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
+    repos = config.policy_rule_dirs(existing=True)
     extra = [Path(p).expanduser() for p in args.policy]
     for given, path in zip(args.policy, extra, strict=True):
         if not path.is_dir():

@@ -17,7 +17,7 @@ from engine.errors import InputError
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from engine.rules.explain import explain_fire
+    from engine.rules.fire_explain import explain_fire
     from engine.store.db import connect
 
     config = load_config()

@@ -99,8 +99,9 @@ def _existing_store(args: argparse.Namespace) -> Path | None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.rules.holds import iso_ms, list_holds
+    from engine.rules.holds import list_holds
     from engine.store.db import connect
+    from engine.timefmt import iso_ms
 
     found = _existing_store(args)
     path = found or _store(args)
@@ -126,6 +127,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     from engine.rules.holds import release_by_operator
     from engine.rules.lease import wall_ms
     from engine.store.db import connect
+    from engine.store.txn import immediate
 
     path = _existing_store(args)
     if path is None:
@@ -133,15 +135,10 @@ def cmd_release(args: argparse.Namespace) -> int:
             f"{_store(args)}: no store here, so no hold {args.hold_id}", title="No store"
         )
     conn = connect(path)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         hold = release_by_operator(
             conn, args.hold_id, reason=args.reason or "released by operator", now_ms=wall_ms()
         )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     if args.json:
         print_json({"ok": True, "hold": hold.to_json()})
     else:

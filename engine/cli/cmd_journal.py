@@ -337,9 +337,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from engine.journal.reader import journal_stats
+    from engine.timefmt import iso_ms
 
     path, conn = _open(args, readonly=True)
     stats = journal_stats(conn, path)
@@ -351,7 +350,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     def iso(ms: int | None) -> str:
         if ms is None:
             return "-"
-        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return iso_ms(ms)
 
     print(f"store    {path} ({stats.file_bytes / 1e6:.1f} MB)")
     print(f"rows     {stats.rows:,} (seq {stats.first_seq}..{stats.last_seq})")
@@ -371,8 +370,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from engine.config import load_config, resolve_store
     from engine.errors import InputError
     from engine.journal.reader import prune
-    from engine.journal.writer import FUTURE_SKEW_MS, iso_ms, wall_clock_ms
+    from engine.journal.writer import FUTURE_SKEW_MS, wall_clock_ms
     from engine.store.db import connect
+    from engine.timefmt import iso_ms
 
     config = load_config()
     days = args.days if args.days is not None else config.retention_days

@@ -14,6 +14,7 @@ from pathlib import Path
 from engine.cli.common import EXIT_OK, print_json
 from engine.config import load_config, resolve_store
 from engine.errors import Diagnostic, InputError, Location
+from engine.store.txn import immediate
 from engine.yamlsrc import decode_source
 
 
@@ -58,17 +59,12 @@ def cmd_propose(args: argparse.Namespace) -> int:
         summary = backtest_prepared(conn, prepared, days)
         message = pr_description(prepared, summary)
         # One transaction: the proposal is stored only if its branch was prepared.
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             proposal = store_prepared(conn, prepared, who=who, backtest=summary)
             branch = prepare_branch(
                 repo, prepared, message, push=bool(getattr(args, "push", False))
             )
             set_branch(conn, proposal.id, branch.branch)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     finally:
         conn.close()
     if args.json:

@@ -188,7 +188,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
                 diagnostics=[Diagnostic("not a directory", Location(d), code="io")],
             )
         extra.append(path)
-    policy = [r.path / "rules" for r in config.policy_repos if (r.path / "rules").is_dir()]
+    policy = config.policy_rule_dirs(existing=True)
     result = load_rules(default_sources(policy, extra), config.rules)
     missing = policy_dir_problems(config)
     if missing:

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
-from engine.skillspec.decide import CompiledSpec, compile_spec, decide, decision_json_line
+from engine.skillspec.decide import CompiledSpec, decide, decision_json_line
 
 MAX_INPUTS_BYTES = 256 * 1024 * 1024
 
@@ -49,9 +49,10 @@ def load_spec(spec: str) -> LoadedSpec:
     path = Path(spec)
     if not path.exists():
         raise InputError(f"{spec}: no such file", title="Cannot read spec")
-    from engine.skillspec.load import check_spec
+    from engine.skillspec.load import load_decidable
 
-    report = check_spec(path)
+    loaded = load_decidable(path)
+    report = loaded.report
     if report.unreadable or report.data is None:
         raise InputError(
             f"{spec}: cannot be read as YAML",
@@ -65,7 +66,8 @@ def load_spec(spec: str) -> LoadedSpec:
             title="Spec does not validate",
             diagnostics=report.diagnostics,
         )
-    return LoadedSpec(path, compile_spec(report.data), report.data)
+    assert loaded.compiled is not None  # validated: load_decidable compiled it
+    return LoadedSpec(path, loaded.compiled, report.data)
 
 
 def _require_trace(loaded: LoadedSpec, trace_dir: str | None) -> None:
@@ -159,7 +161,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from engine.skillspec.explain import explain, render_explanation
+    from engine.skillspec.spec_explain import explain, render_explanation
 
     loaded = load_spec(args.spec)
     _require_trace(loaded, args.trace_dir)

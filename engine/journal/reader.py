@@ -26,6 +26,7 @@ from typing import Any
 
 from engine.journal.rows import COLUMNS
 from engine.journal.writer import read_counters
+from engine.store.txn import immediate
 
 DAY_MS = 86_400_000
 PRUNE_CHUNK = 5_000
@@ -213,8 +214,7 @@ def prune(
     while lo < end:
         hi = min(lo + chunk, end)
         t0 = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             cur = conn.execute("DELETE FROM rule_journal WHERE seq >= ? AND seq < ?", (lo, hi))
             n = cur.rowcount
             conn.execute(
@@ -222,11 +222,6 @@ def prune(
                 "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
                 (n,),
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         longest = max(longest, (time.perf_counter() - t0) * 1000)
         deleted += n
         txns += 1

@@ -39,6 +39,8 @@ from typing import Any
 
 from engine.journal.lines import MAX_LINE_CHARS
 from engine.journal.rows import INSERT_COLUMNS, InsertRow, RowError, check_values, row_from_mapping
+from engine.store.txn import immediate
+from engine.timefmt import iso_ms
 
 Clock = Callable[[], int]
 MINUTE_MS = 60_000
@@ -212,8 +214,7 @@ class Committer:
     ) -> AdmitResult:
         """Admit already-checked insert tuples now (their ``at`` is replaced)."""
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             last_seq, last_at, last_tick_at = read_marks(conn)
             now = max(last_at, self.clock())
             ticks = _ticks_between(last_tick_at, last_at, now) if self.ticks else []
@@ -242,11 +243,6 @@ class Committer:
                 conn.execute(_ADD_SQL, ("refused", refused_count))
             if dropped:
                 conn.execute(_ADD_SQL, ("dropped", dropped))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         return AdmitResult(
             admitted=len(good),
             ticks=len(ticks),
@@ -405,16 +401,6 @@ def iter_jsonl_history(
                 f"{FUTURE_SKEW_MS // 60_000} minutes after the wall clock",
             ).at_line(file, lineno)
         yield row
-
-
-def iso_ms(ms: int) -> str:
-    """``ms`` since the epoch as an ISO UTC time (or the number, when out of range)."""
-    from datetime import UTC, datetime
-
-    try:
-        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
 
 
 def parse_json_row(line: str, file: str, lineno: int, *, with_at: bool) -> InsertRow:

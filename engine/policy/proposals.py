@@ -21,10 +21,8 @@ from engine.config import RulesConfig
 from engine.errors import CheckFailed, Diagnostic, Location
 from engine.rules.loader import compile_rule_file
 from engine.rules.model import CompiledRule
+from engine.rules.vocab import CAP_LEVEL, ENFORCED_LEVELS
 from engine.yamlsrc import LocDict, parse_yaml
-
-ACTING_LEVELS = ("hold", "stop")
-CAP_LEVEL = "notify"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +99,7 @@ def prepare_rule(text: str, file: str, config: RulesConfig) -> PreparedRule:
     compiled = result.rules[0]
     requested = compiled.rule.level
     notes: list[str] = []
-    if requested in ACTING_LEVELS:
+    if requested in ENFORCED_LEVELS:
         doc = parse_yaml(text, file)
         assert isinstance(doc.data, LocDict)  # the loader accepted it as one rule mapping
         text = _replace_level(text, doc.data)

@@ -26,9 +26,10 @@ from engine.durations import DurationError, format_duration_ms, parse_duration_m
 from engine.errors import InputError
 from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError, fast_host_for
 from engine.rules.fires import Fire
+from engine.rules.hooks import DefaultHooks, FireHooks
 from engine.rules.model import CompiledRule
-from engine.rules.policy import DefaultPolicy, FirePolicy
 from engine.rules.window import ROW_SELECT, WindowIndex
+from engine.timefmt import iso_ms
 
 ON_RECORDED_HISTORY = (
     "Results are on recorded history: after a would-be hold or stop the recorded "
@@ -105,7 +106,7 @@ class BacktestResult:
                 {
                     "seq": f.seq,
                     "at": f.at,
-                    "time": _iso(f.at),
+                    "time": iso_ms(f.at),
                     "rule": f.rule,
                     "hash": f.hash,
                     "target": f.target,
@@ -142,7 +143,7 @@ class BacktestResult:
         lines = [
             "Backtest on recorded history",
             f"rows: seq {r.first_seq}..{r.last_seq} ({r.rows} rows"
-            + (f", {_iso(r.first_at)} .. {_iso(r.last_at)})" if r.rows else ")")
+            + (f", {iso_ms(r.first_at)} .. {iso_ms(r.last_at)})" if r.rows else ")")
             + (f"  CANCELLED after {self.rows_evaluated} rows" if self.cancelled else ""),
         ]
         if not r.rows:
@@ -163,7 +164,7 @@ class BacktestResult:
                 )
                 status = "" if f.status == "fired" else f" [{f.status}]"
                 lines.append(
-                    f"{f.seq:>10}  {_iso(f.at):20}  {f.rule:28} {f.target[:24]:24} "
+                    f"{f.seq:>10}  {iso_ms(f.at):20}  {f.rule:28} {f.target[:24]:24} "
                     f"{level}{status}  {aggs}"
                 )
             if len(self.fires) > max_fires:
@@ -208,10 +209,6 @@ def _lifecycle_lines(summary: Any) -> list[str]:
 
 def _day(at_ms: int) -> str:
     return _dt.datetime.fromtimestamp(at_ms / 1000, _dt.UTC).strftime("%Y-%m-%d")
-
-
-def _iso(at_ms: int) -> str:
-    return _dt.datetime.fromtimestamp(at_ms / 1000, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- ranges ------------------------------------------------------------------------------
@@ -303,7 +300,7 @@ def run_backtest(
     rules: Sequence[CompiledRule],
     seq_range: SeqRange,
     *,
-    policy: FirePolicy | None = None,
+    hooks: FireHooks | None = None,
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     batch: int = BATCH,
@@ -311,7 +308,7 @@ def run_backtest(
 ) -> BacktestResult:
     """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches."""
     host = (host_factory or fast_host_for)(rules)
-    core = RowEvaluator(rules, host, policy or DefaultPolicy(), conn=None)
+    core = RowEvaluator(rules, host, hooks or DefaultHooks(), conn=None)
     names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
     fires: list[Fire] = []
     done = 0

@@ -19,9 +19,10 @@ from typing import Any
 
 from engine.config import HarnessConfig, config_path, load_config
 from engine.errors import HarnessError
-from engine.rules.holds import iso_ms, list_holds
+from engine.rules.holds import list_holds
 from engine.rules.lifecycle import parse_enforce
 from engine.rules.metrics import StoreFacts, collect
+from engine.timefmt import iso_ms
 
 OK, WARN, ERROR = "ok", "warn", "error"
 DAY_MS = 86_400_000
@@ -257,8 +258,7 @@ def rule_file_check(cfg: HarnessConfig) -> Check:
     from engine.rules.lint import policy_dir_problems
     from engine.rules.loader import default_sources, load_rules
 
-    dirs = [repo.path / "rules" for repo in cfg.policy_repos]
-    res = load_rules(default_sources([d for d in dirs if d.is_dir()]), cfg.rules)
+    res = load_rules(default_sources(cfg.policy_rule_dirs(existing=True)), cfg.rules)
     missing = policy_dir_problems(cfg)
     items = tuple(str(d) for d in (*res.errors, *missing))
     status = ERROR if res.errors else WARN if missing else OK
@@ -274,6 +274,5 @@ def loaded_rule_names(cfg: HarnessConfig) -> set[str] | None:
         from engine.rules.loader import default_sources, load_rules
     except ImportError:  # pragma: no cover - the loader is part of the package
         return None
-    dirs = [repo.path / "rules" for repo in cfg.policy_repos]
-    res = load_rules(default_sources([d for d in dirs if d.exists()]), cfg.rules)
+    res = load_rules(default_sources(cfg.policy_rule_dirs(existing=True)), cfg.rules)
     return {cr.rule.name for cr in res.rules}

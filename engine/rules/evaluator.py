@@ -5,7 +5,7 @@ of that row and the stored history before it, so a backtest reproduces live
 fires exactly. This module makes that structural: :class:`RowEvaluator` takes
 rows in seq order, with ``now`` = the row's ``at`` (there is no wall clock
 here), a primitive host that has seen exactly the rows up to this one, and a
-:class:`~engine.rules.policy.FirePolicy`. :class:`LiveEvaluator` drives it
+:class:`~engine.rules.hooks.FireHooks`. :class:`LiveEvaluator` drives it
 from the persisted cursor and commits fires with the cursor in one
 transaction; :mod:`engine.rules.backtest` drives it over a range of stored
 rows with fresh state and writes nothing.
@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine.rules.fires import Fire, insert_fires
+from engine.rules.hooks import DefaultHooks, FireHooks
 from engine.rules.model import CompiledRule, Rule
-from engine.rules.policy import DefaultPolicy, FirePolicy
 from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex, plan_rule
+from engine.store.txn import immediate
 
 LIVE_CURSOR = "live"
 ACTIVE = "active"
@@ -113,7 +114,7 @@ class RowEvaluator:
 
     rules: Sequence[CompiledRule]
     host: EvalHost
-    policy: FirePolicy = field(default_factory=DefaultPolicy)
+    hooks: FireHooks = field(default_factory=DefaultHooks)
     disabled: dict[str, str] = field(default_factory=dict)
     evaluations: int = 0
     rule_errors: list[RuleError] = field(default_factory=list)
@@ -137,7 +138,7 @@ class RowEvaluator:
                 entry.guard_col, entry.guard_vals = guards[0]
             self._by_kind.setdefault(cr.rule.on, []).append((entry, type_guard))
         self._dispatch: dict[tuple[str, str], list[_Entry]] = {}
-        self._row_kinds = self.policy.row_kinds
+        self._row_kinds = self.hooks.row_kinds
 
     def _entries(self, kind: str, type_: str) -> list[_Entry]:
         key = (kind, type_)
@@ -164,7 +165,7 @@ class RowEvaluator:
         view: dict[str, object] | None = None
         if row_kinds is None or kind in row_kinds:
             view = row_view(row)
-            self.policy.on_row(view, self.conn)
+            self.hooks.on_row(view, self.conn)
         entries = self._entries(kind, row[3])
         if not entries:
             return []
@@ -196,7 +197,7 @@ class RowEvaluator:
             rule = entry.rule
             raw_target = None if entry.target_col < 0 else row[entry.target_col]
             target = "" if raw_target is None else str(raw_target)
-            decision = self.policy.decide(rule, target, view, now)
+            decision = self.hooks.on_match(rule, target, view, now)
             fires.append(
                 Fire(
                     rule=rule.name,
@@ -259,7 +260,7 @@ class LiveEvaluator:
         conn: sqlite3.Connection,
         rules: Sequence[CompiledRule],
         *,
-        policy: FirePolicy | None = None,
+        hooks: FireHooks | None = None,
         acting: bool = True,
         cursor_name: str = LIVE_CURSOR,
         batch_size: int = 500,
@@ -267,7 +268,7 @@ class LiveEvaluator:
     ) -> None:
         self.conn = conn
         self.rules = tuple(rules)
-        self.policy = policy or DefaultPolicy()
+        self.hooks = hooks or DefaultHooks()
         self.acting = acting
         self.cursor_name = cursor_name
         self.batch_size = batch_size
@@ -289,7 +290,7 @@ class LiveEvaluator:
             if state == DISABLED and hashes.get(name) == hash_:
                 disabled[name] = error or "disabled"
         host = self._host_factory(self.rules)
-        core = RowEvaluator(self.rules, host, self.policy, disabled, conn=conn)
+        core = RowEvaluator(self.rules, host, self.hooks, disabled, conn=conn)
         max_window = max((p.window_ms for cr in self.rules for p in cr.rule.primitives), default=0)
         if self.cursor and max_window and isinstance(host, WindowIndex):
             warm = conn.execute(
@@ -304,8 +305,7 @@ class LiveEvaluator:
     def _register_versions(self) -> None:
         """Remember each loaded rule version (text by hash) for explain and the lifecycle."""
         cursor, cursor_at = read_cursor(self.conn, self.cursor_name)
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self.conn):
             for cr in self.rules:
                 r = cr.rule
                 self.conn.execute(
@@ -321,10 +321,6 @@ class LiveEvaluator:
                     " WHERE rule_state.hash != excluded.hash",
                     (r.name, r.hash, ACTIVE, cursor_at),
                 )
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
 
     @property
     def disabled(self) -> Mapping[str, str]:
@@ -339,63 +335,59 @@ class LiveEvaluator:
         core = self._core
         conn = self.conn
         limit = max_rows or self.batch_size
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            rows = conn.execute(
-                ROW_SELECT + " WHERE seq > ? ORDER BY seq LIMIT ?", (self.cursor, limit)
-            ).fetchall()
-            if not rows:
-                conn.execute("COMMIT")
-                return StepResult(0, (), self.cursor)
-            errors_before = len(core.rule_errors)
-            store_before = len(core.store_errors)
-            evals_before = core.evaluations
-            fires: list[Fire] = []
-            for row in rows:
-                fires.extend(core.process(row))
-            stored = insert_fires(conn, fires)
-            new_errors = tuple(core.rule_errors[errors_before:])
-            new_store = tuple(core.store_errors[store_before:])
-            for err in new_errors:
-                conn.execute(
-                    "INSERT INTO rule_state (name, hash, state, error, error_seq, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
-                    " hash = excluded.hash, state = excluded.state, error = excluded.error,"
-                    " error_seq = excluded.error_seq, updated_at = excluded.updated_at",
-                    (err.rule, err.hash, DISABLED, err.error, err.seq, err.at),
+            with immediate(conn):
+                rows = conn.execute(
+                    ROW_SELECT + " WHERE seq > ? ORDER BY seq LIMIT ?", (self.cursor, limit)
+                ).fetchall()
+                if not rows:
+                    return StepResult(0, (), self.cursor)
+                errors_before = len(core.rule_errors)
+                store_before = len(core.store_errors)
+                evals_before = core.evaluations
+                fires: list[Fire] = []
+                for row in rows:
+                    fires.extend(core.process(row))
+                stored = insert_fires(conn, fires)
+                new_errors = tuple(core.rule_errors[errors_before:])
+                new_store = tuple(core.store_errors[store_before:])
+                for err in new_errors:
+                    conn.execute(
+                        "INSERT INTO rule_state (name, hash, state, error, error_seq, updated_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+                        " hash = excluded.hash, state = excluded.state, error = excluded.error,"
+                        " error_seq = excluded.error_seq, updated_at = excluded.updated_at",
+                        (err.rule, err.hash, DISABLED, err.error, err.seq, err.at),
+                    )
+                for se in new_store:
+                    conn.execute(
+                        "INSERT INTO rule_store_errors (seq, rule, error, at) VALUES (?, ?, ?, ?)",
+                        (se.seq, se.rule, se.error, se.at),
+                    )
+                _bump(
+                    conn,
+                    {
+                        "rows": len(rows),
+                        "evaluations": core.evaluations - evals_before,
+                        "fires": len(stored),
+                        "rule_errors": len(new_errors),
+                        "store_errors": len(new_store),
+                    },
                 )
-            for se in new_store:
+                self.hooks.before_commit(stored, conn)
+                last = rows[-1]
                 conn.execute(
-                    "INSERT INTO rule_store_errors (seq, rule, error, at) VALUES (?, ?, ?, ?)",
-                    (se.seq, se.rule, se.error, se.at),
+                    "INSERT INTO rule_cursor (name, seq, at) VALUES (?, ?, ?) ON CONFLICT(name)"
+                    " DO UPDATE SET seq = excluded.seq, at = excluded.at",
+                    (self.cursor_name, last[0], last[1]),
                 )
-            _bump(
-                conn,
-                {
-                    "rows": len(rows),
-                    "evaluations": core.evaluations - evals_before,
-                    "fires": len(stored),
-                    "rule_errors": len(new_errors),
-                    "store_errors": len(new_store),
-                },
-            )
-            self.policy.before_commit(stored, conn)
-            last = rows[-1]
-            conn.execute(
-                "INSERT INTO rule_cursor (name, seq, at) VALUES (?, ?, ?) ON CONFLICT(name)"
-                " DO UPDATE SET seq = excluded.seq, at = excluded.at",
-                (self.cursor_name, last[0], last[1]),
-            )
-            conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             # In-memory state ran ahead of the store: rebuild it from the store next time.
             self._core = None
             raise
         self.cursor = int(last[0])
         if self.acting and stored:
-            self.policy.after_commit(stored)
+            self.hooks.after_commit(stored)
         return StepResult(len(rows), tuple(stored), self.cursor, new_errors, new_store)
 
     def run_until_idle(self, max_rows: int | None = None) -> list[Fire]:

@@ -18,17 +18,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from engine.errors import Diagnostic, InputError
 from engine.journal.rows import COLUMNS
-
-
-def iso_ms(ms: int) -> str:
-    """Journal time as ISO-8601 UTC (``engine.rules.lifecycle`` imports this module)."""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
+from engine.timefmt import iso_ms
 
 SKIP_REASON = "rule_hold"
 JOURNAL_COLUMNS: tuple[str, ...] = COLUMNS  # the pinned column order

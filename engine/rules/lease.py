@@ -206,7 +206,7 @@ def serve(
                 continue
             if on_step is not None:
                 on_step(result)
-            if getattr(getattr(evaluator, "policy", None), "needs_rebuild", False):
+            if getattr(getattr(evaluator, "hooks", None), "needs_rebuild", False):
                 evaluator = None  # e.g. [memory.rules] disable changed: rebuild without them
             if not getattr(result, "rows", 0):
                 stop.wait(poll_s)

@@ -12,8 +12,10 @@ Every decision is made in journal time (``now`` is the evaluated row's
 per rule version, last fire per (rule, target)), so a backtest that starts
 from the same state reaches the same decisions as the live evaluator.
 
-:class:`Lifecycle` is the evaluator's policy: ``decide`` per match; ``flush``
-persists the state it changed inside the evaluator's transaction.
+:class:`Lifecycle` judges each match (``decide_fire``), :func:`decide_level`
+caps its level, and ``flush`` persists the state it changed inside the
+evaluator's transaction; :class:`LifecycleHooks` plugs all of it (with holds
+and actions) into the evaluator.
 """
 
 from __future__ import annotations
@@ -36,22 +38,24 @@ from engine.rules.holds import (
     reevaluate_on_tick,
     release_hold,
 )
-from engine.rules.holds import iso_ms as iso_ms  # re-exported: reasons and views format time
+from engine.rules.hooks import RowView
 from engine.rules.lease import Lease, LeaseLost
-from engine.rules.policy import FireDecision, RowView
+from engine.rules.vocab import (
+    DISABLED,
+    ENFORCED_LEVELS,
+    FIRED,
+    LEVELS,
+    SHADOW,
+    SUPPRESSED,
+    FireDecision,
+)
+from engine.timefmt import iso_ms
 
 if TYPE_CHECKING:
     from engine.rules.fires import Fire
     from engine.rules.model import CompiledRule, Rule
 
-FIRED = "fired"
-ACTIVE = FIRED  # the fire acts (E's policy calls this status "fired")
-SHADOW = "shadow"
-SUPPRESSED = "suppressed"
-DISABLED = "disabled"
-
-LEVELS: tuple[str, ...] = ("annotate", "notify", "hold", "stop")
-ENFORCED_LEVELS = frozenset({"hold", "stop"})
+ACTIVE = FIRED  # the fire acts; kept as a name for callers that say "active"
 MIN_PIN_PREFIX = 4
 _PIN = re.compile(r"^([A-Za-z0-9._:-]{1,256})@([0-9a-fA-F]+)$")
 _NAME = re.compile(r"^[A-Za-z0-9._:-]{1,256}$")
@@ -160,20 +164,7 @@ class Authority:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The verdict on one match: status, the level it acts at, and every reason."""
-
-    status: str
-    effective_level: str
-    reasons: tuple[str, ...]
-
-    @property
-    def acts(self) -> bool:
-        return self.status == ACTIVE
-
-
-def level_decision(rule: RuleLike, authority: Authority) -> tuple[str, list[str]]:
+def decide_level(rule: RuleLike, authority: Authority) -> tuple[str, list[str]]:
     """The level a rule may act at under ``authority`` and the reasons for it."""
     level = rule.level if rule.level in LEVELS else "annotate"
     reasons: list[str] = []
@@ -282,7 +273,7 @@ class LifecycleState:
 
 
 class Lifecycle:
-    """The fire policy: one instance per evaluator (live) or per backtest (fresh state)."""
+    """The rule lifecycle: one instance per evaluator (live) or per backtest (fresh state)."""
 
     def __init__(self, authority: Authority, state: LifecycleState | None = None) -> None:
         self.authority = authority
@@ -325,14 +316,14 @@ class Lifecycle:
         return None if seen is None else seen[1] + self.authority.shadow_period_ms
 
     # -- the decision ---------------------------------------------------------------
-    def decide(self, rule: RuleLike, target: str, seq: int, now_ms: int) -> Decision:
+    def decide_fire(self, rule: RuleLike, target: str, seq: int, now_ms: int) -> FireDecision:
         """Decide one match of ``rule`` on row ``seq`` at journal time ``now_ms``.
 
         Order: disable (silences), cooldown (suppresses, shadow or not, so the
         shadow log shows what would have acted), shadow, then the level cap.
         """
         if self.is_disabled(rule.name):
-            return Decision(
+            return FireDecision(
                 DISABLED,
                 "annotate",
                 (f"`{rule.name}` is in [memory.rules] disable of {self.authority.source}",),
@@ -348,9 +339,9 @@ class Lifecycle:
             cool.suppressed += 1
             cool.suppressed_total += 1
             self.state.dirty_cool.add(key)
-            return Decision(
+            return FireDecision(
                 SUPPRESSED,
-                level_decision(rule, self.authority)[0],
+                decide_level(rule, self.authority)[0],
                 (
                     f"suppressed: within cooldown {format_duration_ms(rule.cooldown_ms)} of the "
                     f"fire at seq {cool.last_fire_seq} ({iso_ms(cool.last_fire_at)}) for "
@@ -367,19 +358,19 @@ class Lifecycle:
             rule, None if first is None else first[1], now_ms, self.authority.shadow_period_ms
         )
         reasons.append(why)
-        level, level_reasons = level_decision(rule, self.authority)
+        level, level_reasons = decide_level(rule, self.authority)
         reasons.extend(level_reasons)
-        return Decision(SHADOW if in_shadow else ACTIVE, level, tuple(reasons))
+        return FireDecision(SHADOW if in_shadow else ACTIVE, level, tuple(reasons))
 
     def flush(self, conn: sqlite3.Connection) -> None:
         self.state.flush(conn)
 
 
-# -- the evaluator's FirePolicy ------------------------------------------------------
+# -- the evaluator's FireHooks -------------------------------------------------------
 
 
-class LifecyclePolicy:
-    """:class:`engine.rules.policy.FirePolicy` made of :class:`Lifecycle`, holds and actions.
+class LifecycleHooks:
+    """:class:`engine.rules.hooks.FireHooks` made of :class:`Lifecycle`, holds and actions.
 
     Live: ``before_commit`` creates holds in the fire's transaction and
     persists lifecycle state; ``after_commit`` runs actions (at most once).
@@ -434,10 +425,10 @@ class LifecyclePolicy:
             if not self.lifecycle.is_disabled(cr.rule.name):
                 self.lifecycle.note_loaded(cr.rule, seq, now_ms)
 
-    def decide(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
+    def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
         seq = int(row["seq"])  # type: ignore[call-overload]
         self._poll_config()  # a match is rare; decide under the newest valid config
-        d = self.lifecycle.decide(rule, target, seq, now_ms)
+        d = self.lifecycle.decide_fire(rule, target, seq, now_ms)
         if d.status == FIRED:
             harness = str(row.get("harness") or target or "")
             if d.effective_level in ("notify", "hold", "stop"):
@@ -455,7 +446,7 @@ class LifecyclePolicy:
                 )
             ):
                 self.simulated.on_fire(rule.name, harness, row)
-        return FireDecision(d.status, d.effective_level, d.reasons)
+        return d
 
     def on_row(self, row: RowView, conn: sqlite3.Connection | None) -> None:
         if row.get("kind") != "tick":

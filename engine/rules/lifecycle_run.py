@@ -3,7 +3,7 @@
 Kept apart from :mod:`engine.rules.lifecycle` (the decisions) so that module
 stays free of the evaluator and backtest imports: the decisions are pure and
 unit-tested alone; these helpers are the one place that assembles a
-``LiveEvaluator`` or a backtest with the lifecycle policy, so the console,
+``LiveEvaluator`` or a backtest with the lifecycle hooks, so the console,
 ``harness evaluate`` and tests cannot wire it differently.
 """
 
@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from engine.config import HarnessConfig, load_config
 from engine.errors import HarnessError
 from engine.rules.actions import ActionRunner
-from engine.rules.holds import iso_ms
 from engine.rules.lease import Lease
 from engine.rules.lifecycle import (
-    FIRED,
     Authority,
     Lifecycle,
-    LifecyclePolicy,
+    LifecycleHooks,
     LifecycleState,
 )
+from engine.rules.vocab import FIRED
+from engine.timefmt import iso_ms
 
 if TYPE_CHECKING:
     from engine.rules.fires import Fire
@@ -93,7 +93,7 @@ def open_live(
     lease: Lease | None = None,
     action_timeout_s: float = 10.0,
     batch_size: int = 500,
-) -> tuple[Any, LifecyclePolicy]:
+) -> tuple[Any, LifecycleHooks]:
     """A ``LiveEvaluator`` wired to the lifecycle: the one way live evaluation should start.
 
     Disabled rules are left out, the lifecycle state is loaded from the store,
@@ -106,20 +106,20 @@ def open_live(
     authority = watch.authority() if watch is not None else Authority.from_config(config)
     lifecycle = Lifecycle(authority, LifecycleState.load(conn))
     runner = ActionRunner(conn, dict(authority.actions), timeout_s=action_timeout_s)
-    policy = LifecyclePolicy(lifecycle, rules, runner=runner, lease=lease, conn=conn)
+    hooks = LifecycleHooks(lifecycle, rules, runner=runner, lease=lease, conn=conn)
     if watch is not None:
-        policy.watch = watch.authority
-    active = policy.active_rules(rules)
-    policy.rules = {cr.rule.name: cr for cr in active}
+        hooks.watch = watch.authority
+    active = hooks.active_rules(rules)
+    hooks.rules = {cr.rule.name: cr for cr in active}
     evaluator = LiveEvaluator(
         conn,
         active,
-        policy=policy,
+        hooks=hooks,
         acting=True,
         batch_size=batch_size,
-        host_factory=policy.host_factory(fast_host_for),
+        host_factory=hooks.host_factory(fast_host_for),
     )
-    return evaluator, policy
+    return evaluator, hooks
 
 
 def backtest_with_lifecycle(
@@ -138,22 +138,22 @@ def backtest_with_lifecycle(
     from engine.rules.backtest import BacktestResult, run_backtest
     from engine.rules.evaluator import fast_host_for
 
-    policy = LifecyclePolicy(Lifecycle(authority), rules)
-    active = policy.active_rules(rules)
-    policy.rules = {cr.rule.name: cr for cr in active}
+    hooks = LifecycleHooks(Lifecycle(authority), rules)
+    active = hooks.active_rules(rules)
+    hooks.rules = {cr.rule.name: cr for cr in active}
     result: BacktestResult = run_backtest(
         conn,
         active,
         seq_range,
-        policy=policy,
-        host_factory=policy.host_factory(fast_host_for),
+        hooks=hooks,
+        host_factory=hooks.host_factory(fast_host_for),
         **kwargs,
     )
-    result.extra["lifecycle"] = lifecycle_summary(result.fires, policy)
+    result.extra["lifecycle"] = lifecycle_summary(result.fires, hooks)
     return result
 
 
-def lifecycle_summary(fires: Sequence[Fire], policy: LifecyclePolicy) -> dict[str, Any]:
+def lifecycle_summary(fires: Sequence[Fire], hooks: LifecycleHooks) -> dict[str, Any]:
     """Counts by status and effective level, shadow ends, and hold spans (JSON-ready)."""
     by_status: dict[str, int] = {}
     acting: dict[str, int] = {}
@@ -163,14 +163,14 @@ def lifecycle_summary(fires: Sequence[Fire], policy: LifecyclePolicy) -> dict[st
             acting[f.effective_level] = acting.get(f.effective_level, 0) + 1
     shadow_until = {
         name: iso_ms(until)
-        for name, cr in policy.rules.items()
-        if (until := policy.lifecycle.shadow_until(cr.rule)) is not None
+        for name, cr in hooks.rules.items()
+        if (until := hooks.lifecycle.shadow_until(cr.rule)) is not None
     }
     return {
         "by_status": by_status,
         "acting_levels": acting,
         "shadow_until": shadow_until,
-        "disabled_by_config": sorted(policy.lifecycle.authority.disable),
+        "disabled_by_config": sorted(hooks.lifecycle.authority.disable),
         "hold_spans": [
             {
                 "rule": s.rule,
@@ -181,6 +181,6 @@ def lifecycle_summary(fires: Sequence[Fire], policy: LifecyclePolicy) -> dict[st
                 "end": None if s.end_at is None else iso_ms(s.end_at),
                 "duration_ms": s.duration_ms,
             }
-            for s in policy.simulated.spans()
+            for s in hooks.simulated.spans()
         ],
     }

@@ -121,8 +121,7 @@ def lint_sources(
             check_named_file(path, p)
             out.append((path, "file"))
         return tuple(out)
-    policy_dirs = [repo.path / "rules" for repo in config.policy_repos]
-    return tuple(default_sources([d for d in policy_dirs if d.is_dir()]))
+    return tuple(default_sources(config.policy_rule_dirs(existing=True)))
 
 
 def run_lint(paths: Sequence[str], config: HarnessConfig) -> LintReport:

@@ -18,6 +18,7 @@ from typing import Literal, Protocol
 
 from engine.errors import Diagnostic
 from engine.journal.rows import COLUMNS
+from engine.rules.vocab import LEVELS as LEVELS  # re-exported: the loader checks `level`
 
 SourceKind = Literal["starter", "policy", "file"]
 PrimitiveFn = Literal["count", "distinct", "exists"]
@@ -57,8 +58,6 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {k: tuple(f for f, _ in v) for k, v in
 #: Keys allowed in a primitive's selector map literal (indexed journal columns).
 SELECTOR_KEYS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("seq", "at", "n"))
 
-#: Levels in increasing authority; hold and stop act only when enforced.
-LEVELS: tuple[str, ...] = ("annotate", "notify", "hold", "stop")
 
 PRIMITIVES: tuple[str, ...] = ("count", "distinct", "exists")
 PRIMITIVE_COST = 100

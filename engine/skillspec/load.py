@@ -17,10 +17,13 @@ import errno
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import Diagnostic, InputError, Location
 from engine.yamlsrc import MAX_BYTES, LocDict, decode_source, parse_yaml
+
+if TYPE_CHECKING:
+    from engine.skillspec.decide import CompiledSpec
 
 
 @dataclass(frozen=True)
@@ -165,3 +168,30 @@ def spec_fingerprint(path: str | Path) -> str:
         except UnreadableFile:
             continue
     return f"sha256:{digest.hexdigest()}"
+
+
+@dataclass(frozen=True)
+class DecidableSpec:
+    """One spec loaded for deciding: compiled when it validates, else only its located errors.
+
+    Why one loader: the CLI refused an invalid spec while the console compiled
+    it anyway and decided route=nowhere. Both now load through
+    :func:`load_decidable`, so a spec either decides in both or in neither.
+    """
+
+    report: SpecReport
+    compiled: CompiledSpec | None
+
+    @property
+    def ok(self) -> bool:
+        return self.compiled is not None
+
+
+def load_decidable(path: str | Path) -> DecidableSpec:
+    """Check ``path`` fully (file checks included); compile it only if it validates."""
+    from engine.skillspec.decide import compile_spec
+
+    report = check_spec(path)
+    if not report.ok or report.data is None:
+        return DecidableSpec(report, None)
+    return DecidableSpec(report, compile_spec(report.data))

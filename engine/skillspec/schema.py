@@ -120,7 +120,8 @@ USE_KINDS = Enum(
         "snippet",
     )
 )
-TRACE_EVENT_KINDS = (
+#: The trace event kinds a spec may record (and a trace line may carry).
+TRACE_EVENT_KINDS: tuple[str, ...] = (
     "input_received",
     "spec_loaded",
     "rule_evaluated",

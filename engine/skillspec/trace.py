@@ -23,21 +23,10 @@ from typing import Any
 from engine.errors import Diagnostic, InputError, Location
 from engine.skillspec.decide import CompiledSpec, Decision
 from engine.skillspec.files import UnreadableFile, read_regular_file
+from engine.skillspec.schema import TRACE_EVENT_KINDS
 
 TRACE_SCHEMA = "skillspec.trace/v0"
-EVENT_KINDS: tuple[str, ...] = (
-    "input_received",
-    "spec_loaded",
-    "rule_evaluated",
-    "rule_matched",
-    "route_selected",
-    "route_order_set",
-    "forbid_added",
-    "allow_added",
-    "elicitation_requested",
-    "after_success_scheduled",
-    "outcome_recorded",
-)
+EVENT_KINDS: tuple[str, ...] = TRACE_EVENT_KINDS  # one list: the spec schema's `trace.record`
 _REQUIRED = (
     "schema",
     "run_id",

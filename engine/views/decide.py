@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import Diagnostic, InputError, Location
+from engine.errors import Diagnostic, InputError
 from engine.skillspec.decide import CompiledSpec, Decision, compile_spec
-from engine.skillspec.explain import RuleExplanation, explain
+from engine.skillspec.load import load_decidable
 from engine.skillspec.scenarios import TestRun, run_tests
-from engine.yamlsrc import LocDict, LocList, load_yaml_file, parse_yaml
+from engine.skillspec.spec_explain import RuleExplanation, explain
+from engine.yamlsrc import LocDict, LocList, parse_yaml
 
 _EXPECT_LISTS = ("matched_rules", "forbid", "elicit", "after_success")
 
@@ -44,18 +45,25 @@ class DecideResult:
 
 
 def load_spec(path: str | Path) -> LoadedSpec:
-    """Parse and compile ``path``; every problem is an InputError with file:line:col."""
-    doc = load_yaml_file(path)
-    if not isinstance(doc.data, Mapping):
+    """Load ``path`` as the CLI does; a spec that does not validate is refused, not decided.
+
+    The refusal is an InputError whose diagnostics are the located errors
+    (file:line:col), the same ones ``skillspec check`` prints.
+    """
+    loaded = load_decidable(path)
+    if loaded.compiled is None:
+        errors = loaded.report.errors or loaded.report.diagnostics
+        shown = "\n".join(str(d) for d in errors[:5])
+        more = f"\n... and {len(errors) - 5} more" if len(errors) > 5 else ""
         raise InputError(
-            f"{path}: a spec must be a mapping",
-            title="Invalid spec",
-            diagnostics=[Diagnostic("a spec must be a mapping", Location(str(path), 1, 1))],
+            f"{path}: the spec does not validate; fix it to decide\n{shown}{more}",
+            title="Spec does not validate",
+            diagnostics=errors,
         )
-    return LoadedSpec(Path(path), doc.text, compile_spec(doc.data))
+    return LoadedSpec(Path(path), loaded.report.text, loaded.compiled)
 
 
-def decide_input(spec: LoadedSpec, text: str) -> DecideResult:
+def try_input(spec: LoadedSpec, text: str) -> DecideResult:
     exp = explain(spec.compiled, text)
     return DecideResult(exp.decision, exp.rules, exp.route_choice)
 

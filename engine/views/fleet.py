@@ -11,18 +11,12 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-RUN_TYPES = (
-    "tool_call",
-    "run_started",
-    "run_finished",
-    "verify_failed",
-    "restart",
-    "loop_stopped",
-    "budget_exhausted",
+from engine.journal.rows import TYPES_BY_KIND
+
+#: Every event type but ``tick``, in the journal's order (the types a harness emits).
+ALL_TYPES: tuple[str, ...] = tuple(
+    t for kind, types in TYPES_BY_KIND.items() if kind != "tick" for t in types
 )
-GRAPH_TYPES = ("file_edited", "collision", "churn")
-FACT_TYPES = ("fact_added", "fact_retracted")
-ALL_TYPES = RUN_TYPES + GRAPH_TYPES + FACT_TYPES
 DAY_MS = 86_400_000
 
 

@@ -2,7 +2,7 @@
 
 It joins what the loader says (source, written level, hash, load errors) with
 what the operator's config grants (enforce, disable: via the lifecycle's own
-``level_decision`` / ``shadow_decision``, so the pane can never disagree with
+``decide_level`` / ``shadow_decision``, so the pane can never disagree with
 the evaluator) and what the store recorded (disabled errors, first-seen time
 for shadow, fires and suppressed counts).
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic
-from engine.rules.lifecycle import Authority, level_decision, shadow_decision
+from engine.rules.lifecycle import Authority, decide_level, shadow_decision
 from engine.rules.loader import default_sources, load_rules
 from engine.rules.model import LoadResult, Rule
-from engine.views.explain import iso as iso_ms
+from engine.timefmt import iso_ms_precise
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class RuleRow:
 
 def load_console_rules(config: HarnessConfig, policy_dir: Path | None) -> LoadResult:
     """Load the starter pack, the configured policy repos and ``--policy`` like the evaluator."""
-    policy = [r.path / "rules" for r in config.policy_repos]
+    policy = config.policy_rule_dirs()
     extra = [policy_dir] if policy_dir is not None and policy_dir not in policy else []
     return load_rules(default_sources(policy, extra), config.rules)
 
@@ -128,7 +128,7 @@ def rule_rows(
             first_seen[(str(n), str(h))] = int(at)
     out: list[RuleRow] = []
     for rule in rules:
-        effective, reasons = level_decision(rule, authority)
+        effective, reasons = decide_level(rule, authority)
         state_row = stored.get(rule.name)
         error = ""
         until: int | None = None
@@ -142,10 +142,10 @@ def rule_rows(
             in_shadow, why = shadow_decision(rule, seen, now, authority.shadow_period_ms)
             if rule.source_kind != "starter" and seen is None:
                 until = now + authority.shadow_period_ms
-                state, detail = "shadow", f"shadow: not evaluated yet (≥ {iso_ms(until)})"
+                state, detail = "shadow", f"shadow: not evaluated yet (≥ {iso_ms_precise(until)})"
             elif in_shadow:
                 until = (seen or now) + authority.shadow_period_ms
-                state, detail = "shadow", f"shadow until {iso_ms(until)}"
+                state, detail = "shadow", f"shadow until {iso_ms_precise(until)}"
             elif effective in ("hold", "stop"):
                 state, detail = "enforced", reasons[0]
             else:

@@ -91,7 +91,7 @@ class ConsoleOptions:
             dirs.add(_glob_root(pattern))
         if self.policy_dir is not None:
             dirs.add(self.policy_dir)
-        dirs.update(repo.path / "rules" for repo in self.config.policy_repos)
+        dirs.update(self.config.policy_rule_dirs())
         dirs.add(self.starter_dir)
         dirs.add(self.config_file.parent)
         return sorted(d for d in dirs if d.is_dir())
@@ -107,7 +107,7 @@ def classify_change(options: ConsoleOptions, path: Path) -> set[str]:
     resolved = path.resolve() if path.exists() else path.absolute()
     if resolved == options.config_file.absolute() or path == options.config_file:
         kinds.add("config")
-    rule_dirs = [options.starter_dir, *(r.path / "rules" for r in options.config.policy_repos)]
+    rule_dirs = [options.starter_dir, *options.config.policy_rule_dirs()]
     if options.policy_dir is not None:
         rule_dirs.append(options.policy_dir)
     if path.suffix in (".yml", ".yaml"):

@@ -44,9 +44,11 @@ description: Routes PDF work.
 
 routes:
   - id: inspect_pdf
+    label: Inspect the PDF
     rank: 1
     description: Look at the PDF first.
   - id: fill_pdf_form
+    label: Fill the form
     rank: 2
     description: Fill a form.
 

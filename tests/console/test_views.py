@@ -11,7 +11,7 @@ import pytest
 from engine.config import HarnessConfig
 from engine.errors import InputError
 from engine.store.db import connect
-from engine.views.decide import append_scenario, decide_input, load_spec, scenario_results
+from engine.views.decide import append_scenario, load_spec, scenario_results, try_input
 from engine.views.fires import (
     FireFilter,
     count_after,
@@ -147,7 +147,7 @@ def test_decide_and_append_scenario_keeps_comments(tmp_path: Path) -> None:
     path = tmp_path / "skill.spec.yml"
     path.write_text(SPEC_TEXT, encoding="utf-8")
     spec = load_spec(path)
-    result = decide_input(spec, "could you fill the form please")
+    result = try_input(spec, "could you fill the form please")
     assert result.decision.route == "fill_pdf_form"
     matched = [r for r in result.rules if r.matched]
     assert [r.id for r in matched] == ["form_requests_fill"]
@@ -168,7 +168,7 @@ def test_append_scenario_refuses_flow_list_and_stale_file(tmp_path: Path) -> Non
     flow = SPEC_TEXT.split("tests:")[0] + "tests: []\n"
     path.write_text(flow, encoding="utf-8")
     spec = load_spec(path)
-    decision = decide_input(spec, "fill the form").decision
+    decision = try_input(spec, "fill the form").decision
     with pytest.raises(InputError, match="flow"):
         append_scenario(spec, "x", decision)
     assert path.read_text(encoding="utf-8") == flow
@@ -181,7 +181,7 @@ def test_append_scenario_adds_tests_key_when_missing(tmp_path: Path) -> None:
     path = tmp_path / "skill.spec.yml"
     path.write_text(SPEC_TEXT.split("tests:")[0].rstrip() + "\n", encoding="utf-8")
     spec = load_spec(path)
-    saved = append_scenario(spec, "first", decide_input(spec, "fill the form").decision)
+    saved = append_scenario(spec, "first", try_input(spec, "fill the form").decision)
     assert [r.name for r in scenario_results(saved).results] == ["first"]
 
 

@@ -14,7 +14,7 @@ from engine.config import HarnessConfig, RulesConfig, parse_config
 from engine.errors import CheckFailed
 from engine.fleet.sim import write_fleet
 from engine.policy.proposals import list_proposals, store_proposal
-from engine.rules.lifecycle import Authority, level_decision
+from engine.rules.lifecycle import Authority, decide_level
 from engine.rules.lint import run_lint
 from engine.rules.loader import compile_rule_file, load_rules
 from engine.store.db import connect
@@ -115,7 +115,7 @@ def test_merged_proposal_is_an_ordinary_rule_and_enforcement_needs_the_operator(
     authority = Authority.from_rules_config(
         parse_config('[memory.rules]\nenforce = ["restarts_again"]\n').rules
     )
-    level, _ = level_decision(rule, authority)
+    level, _ = decide_level(rule, authority)
     assert level == "notify"
 
 

@@ -202,7 +202,9 @@ def test_synced_override_of_a_starter_rule_replaces_it_and_shadows(
     assert override.hash != starter["restart_same_error"].hash
     # enforced by name, the override still shadows first: new content, new hash
     lifecycle = Lifecycle(Authority.from_rules_config(RulesConfig(enforce=("restart_same_error",))))
-    decision = lifecycle.decide(override, "h05", seq=10, now_ms=1_000_000)
+    decision = lifecycle.decide_fire(override, "h05", seq=10, now_ms=1_000_000)
     assert decision.status == SHADOW
     # while the starter version it replaced would have acted at once
-    assert lifecycle.decide(starter["restart_same_error"], "h06", 11, 1_000_000).status != SHADOW
+    assert (
+        lifecycle.decide_fire(starter["restart_same_error"], "h06", 11, 1_000_000).status != SHADOW
+    )

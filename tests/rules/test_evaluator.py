@@ -13,10 +13,11 @@ import pytest
 from engine.config import RulesConfig
 from engine.rules.evaluator import LiveEvaluator, RowEvaluator, fast_host_for, read_cursor
 from engine.rules.fires import Fire, list_fires
+from engine.rules.hooks import DefaultHooks, RowView
 from engine.rules.host_sql import SqlHost
 from engine.rules.loader import compile_rule_text
 from engine.rules.model import CompiledRule, EvalResult, Rule
-from engine.rules.policy import DefaultPolicy, FireDecision, RowView
+from engine.rules.vocab import FireDecision
 from engine.store.db import connect
 
 INSERT = (
@@ -106,7 +107,7 @@ def test_fire_is_stored_with_calls_level_reasons_and_the_cursor(store: sqlite3.C
     assert read_cursor(store) == (4, T0 + 4 * MIN)
 
 
-class _FailingCommit(DefaultPolicy):
+class _FailingCommit(DefaultHooks):
     def before_commit(self, fires: Sequence[Fire], conn: sqlite3.Connection | None) -> None:
         raise RuntimeError("crash between fires and cursor")
 
@@ -115,7 +116,7 @@ def test_fires_and_cursor_commit_together_or_not_at_all(store: sqlite3.Connectio
     rule = make_rule("r", RESTART_RULE)
     insert(store, [row(T0 + i * MIN, "restart", cause_digest=CAUSE) for i in range(4)])
     with pytest.raises(RuntimeError):
-        LiveEvaluator(store, [rule], policy=_FailingCommit()).step()
+        LiveEvaluator(store, [rule], hooks=_FailingCommit()).step()
     assert store.execute("SELECT count(*) FROM rule_fires").fetchone()[0] == 0
     assert read_cursor(store) == (0, 0)
     fires = LiveEvaluator(store, [rule]).run_until_idle()
@@ -233,15 +234,15 @@ def test_a_store_read_failure_is_a_store_error_not_a_rule_error(
 
 
 class Recorder:
-    """A policy that records every hook call, to check order and transaction state."""
+    """Hooks that record every call, to check order and transaction state."""
 
     row_kinds: frozenset[str] | None = frozenset({"tick"})
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    def decide(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
-        self.calls.append(("decide", rule.name, row["seq"], now_ms))
+    def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
+        self.calls.append(("on_match", rule.name, row["seq"], now_ms))
         return FireDecision("shadow", "annotate", ("recorded",))
 
     def on_row(self, row: RowView, conn: sqlite3.Connection | None) -> None:
@@ -257,29 +258,29 @@ class Recorder:
         self.calls.append(("after_commit", [f.id for f in fires]))
 
 
-def test_policy_hooks_run_in_order_and_only_an_acting_evaluator_acts(
+def test_fire_hooks_run_in_order_and_only_an_acting_evaluator_acts(
     store: sqlite3.Connection,
 ) -> None:
     rule = make_rule("r", RESTART_RULE)
     insert(store, [row(T0, "restart", cause_digest=CAUSE), row(T0 + 1, "tick")])
     insert(store, [row(T0 + 2 + i, "restart", cause_digest=CAUSE) for i in range(2)])
     rec = Recorder()
-    fires = LiveEvaluator(store, [rule], policy=rec).run_until_idle()
+    fires = LiveEvaluator(store, [rule], hooks=rec).run_until_idle()
     assert [(f.status, f.effective_level, f.reasons) for f in fires] == [
         ("shadow", "annotate", ("recorded",))
     ]
     assert rec.calls == [
         ("on_row", "tick", 2),
-        ("decide", "r", 4, T0 + 3),
+        ("on_match", "r", 4, T0 + 3),
         ("before_commit", [4]),
         ("after_commit", [fires[0].id]),
     ]
     follower_store = store
     insert(follower_store, [row(T0 + 9, "restart", cause_digest=CAUSE)])
     rec2 = Recorder()
-    follower = LiveEvaluator(follower_store, [rule], policy=rec2, acting=False)
+    follower = LiveEvaluator(follower_store, [rule], hooks=rec2, acting=False)
     assert len(follower.run_until_idle()) == 1
-    assert [c[0] for c in rec2.calls] == ["decide", "before_commit"]  # never after_commit
+    assert [c[0] for c in rec2.calls] == ["on_match", "before_commit"]  # never after_commit
 
 
 def test_rows_failing_a_static_guard_are_never_evaluated(store: sqlite3.Connection) -> None:
@@ -295,8 +296,8 @@ def test_rows_failing_a_static_guard_are_never_evaluated(store: sqlite3.Connecti
     assert [f.seq for f in fires] == [503, 504]
 
 
-def test_default_policy_never_grants_hold_or_stop() -> None:
-    policy = DefaultPolicy()
+def test_default_hooks_never_grant_hold_or_stop() -> None:
+    hooks = DefaultHooks()
     for level, expected in (
         ("annotate", "annotate"),
         ("notify", "notify"),
@@ -304,7 +305,7 @@ def test_default_policy_never_grants_hold_or_stop() -> None:
         ("stop", "notify"),
     ):
         rule = make_rule("x", 'event.type == "a"', level=level).rule
-        decision = policy.decide(rule, "h", {}, 0)
+        decision = hooks.on_match(rule, "h", {}, 0)
         assert (decision.status, decision.effective_level) == ("fired", expected)
         assert bool(decision.reasons) == (level in ("hold", "stop"))
 

@@ -45,11 +45,11 @@ def auth(**kw: object) -> Authority:
 def test_policy_rule_shadows_for_its_period_in_journal_time() -> None:
     lc = Lifecycle(auth(shadow_period_ms=72 * H))
     rule = R()
-    first = lc.decide(rule, "h1", seq=1, now_ms=T0)
+    first = lc.decide_fire(rule, "h1", seq=1, now_ms=T0)
     assert first.status == SHADOW
     assert any("shadow until" in r for r in first.reasons)
-    assert lc.decide(rule, "h1", seq=2, now_ms=T0 + 72 * H - 1).status == SHADOW
-    served = lc.decide(rule, "h1", seq=3, now_ms=T0 + 72 * H)
+    assert lc.decide_fire(rule, "h1", seq=2, now_ms=T0 + 72 * H - 1).status == SHADOW
+    served = lc.decide_fire(rule, "h1", seq=3, now_ms=T0 + 72 * H)
     assert served.status == ACTIVE
     assert any("served shadow" in r for r in served.reasons)
 
@@ -57,46 +57,46 @@ def test_policy_rule_shadows_for_its_period_in_journal_time() -> None:
 def test_starter_rule_skips_shadow_but_an_override_of_it_shadows() -> None:
     lc = Lifecycle(auth())
     starter = R(name="restart_same_error", source_kind="starter")
-    d = lc.decide(starter, "h1", 1, T0)
+    d = lc.decide_fire(starter, "h1", 1, T0)
     assert d.status == ACTIVE and "starter rule: skips shadow" in d.reasons
     override = replace(starter, source_kind="policy")  # same name and even the same hash
-    assert lc.decide(override, "h2", 2, T0 + 100 * H).status == SHADOW
+    assert lc.decide_fire(override, "h2", 2, T0 + 100 * H).status == SHADOW
 
 
 def test_changed_hash_shadows_again_even_when_enforced_and_revert_is_not_punished() -> None:
     lc = Lifecycle(auth(enforce=("r",), shadow_period_ms=10 * H))
     v1 = R(level="hold")
     v2 = replace(v1, hash="bbbb2222" * 8)
-    assert lc.decide(v1, "h", 1, T0).status == SHADOW
-    active = lc.decide(v1, "h", 2, T0 + 10 * H)
+    assert lc.decide_fire(v1, "h", 1, T0).status == SHADOW
+    active = lc.decide_fire(v1, "h", 2, T0 + 10 * H)
     assert active.status == ACTIVE and active.effective_level == "hold"
-    changed = lc.decide(v2, "h", 3, T0 + 11 * H)
+    changed = lc.decide_fire(v2, "h", 3, T0 + 11 * H)
     assert changed.status == SHADOW and changed.effective_level == "hold"
-    back = lc.decide(v1, "h", 4, T0 + 12 * H)
+    back = lc.decide_fire(v1, "h", 4, T0 + 12 * H)
     assert back.status == ACTIVE, back.reasons
 
 
 def test_rename_keeping_the_text_starts_a_new_shadow() -> None:
     lc = Lifecycle(auth(shadow_period_ms=H))
-    lc.decide(R(name="a"), "h", 1, T0)
-    assert lc.decide(R(name="a"), "h", 2, T0 + 2 * H).status == ACTIVE
-    assert lc.decide(R(name="b"), "h", 3, T0 + 3 * H).status == SHADOW
+    lc.decide_fire(R(name="a"), "h", 1, T0)
+    assert lc.decide_fire(R(name="a"), "h", 2, T0 + 2 * H).status == ACTIVE
+    assert lc.decide_fire(R(name="b"), "h", 3, T0 + 3 * H).status == SHADOW
 
 
 def test_cooldown_suppresses_per_target_and_counts() -> None:
     lc = Lifecycle(auth())
     rule = R(source_kind="starter", cooldown_ms=30 * 60_000)
-    assert lc.decide(rule, "h1", 1, T0).status == ACTIVE
-    s1 = lc.decide(rule, "h1", 2, T0 + 60_000)
-    s2 = lc.decide(rule, "h1", 3, T0 + 29 * 60_000)
+    assert lc.decide_fire(rule, "h1", 1, T0).status == ACTIVE
+    s1 = lc.decide_fire(rule, "h1", 2, T0 + 60_000)
+    s2 = lc.decide_fire(rule, "h1", 3, T0 + 29 * 60_000)
     assert (s1.status, s2.status) == (SUPPRESSED, SUPPRESSED)
     assert "suppressed 2 since the last fire" in s2.reasons[0]
-    assert lc.decide(rule, "h2", 4, T0 + 29 * 60_000).status == ACTIVE  # other target
-    again = lc.decide(rule, "h1", 5, T0 + 30 * 60_000)
+    assert lc.decide_fire(rule, "h2", 4, T0 + 29 * 60_000).status == ACTIVE  # other target
+    again = lc.decide_fire(rule, "h1", 5, T0 + 30 * 60_000)
     assert again.status == ACTIVE
     assert "suppressed 2 since the last fire" in again.reasons
     # the count restarts after a fire; the total keeps growing
-    lc.decide(rule, "h1", 6, T0 + 31 * 60_000)
+    lc.decide_fire(rule, "h1", 6, T0 + 31 * 60_000)
     cool = lc.state.cooldowns[("r", "h1")]
     assert (cool.suppressed, cool.suppressed_total) == (1, 3)
 
@@ -104,28 +104,28 @@ def test_cooldown_suppresses_per_target_and_counts() -> None:
 def test_cooldown_zero_never_suppresses() -> None:
     lc = Lifecycle(auth())
     rule = R(source_kind="starter")
-    assert all(lc.decide(rule, "h", i, T0).status == ACTIVE for i in range(5))
+    assert all(lc.decide_fire(rule, "h", i, T0).status == ACTIVE for i in range(5))
 
 
 @pytest.mark.parametrize("level", ["hold", "stop"])
 def test_hold_and_stop_are_capped_at_notify_unless_enforced(level: str) -> None:
     rule = R(level=level, source_kind="starter")
-    capped = Lifecycle(auth()).decide(rule, "h", 1, T0)
+    capped = Lifecycle(auth()).decide_fire(rule, "h", 1, T0)
     assert capped.effective_level == "notify"
     assert any(
         "capped at notify" in r and "not in [memory.rules] enforce" in r for r in capped.reasons
     )
-    enforced = Lifecycle(auth(enforce=("r",))).decide(rule, "h", 1, T0)
+    enforced = Lifecycle(auth(enforce=("r",))).decide_fire(rule, "h", 1, T0)
     assert enforced.effective_level == level
     assert any(f"rule_{level}" in r for r in enforced.reasons)
 
 
 def test_pinned_enforce_entry_grants_only_that_version() -> None:
     rule = R(level="stop", source_kind="starter", hash="abcdef12" + "0" * 56)
-    ok = Lifecycle(auth(enforce=("r@ABCDEF",))).decide(rule, "h", 1, T0)
+    ok = Lifecycle(auth(enforce=("r@ABCDEF",))).decide_fire(rule, "h", 1, T0)
     assert ok.effective_level == "stop"
     other = replace(rule, hash="ffff" + "0" * 60)
-    lost = Lifecycle(auth(enforce=("r@abcdef",))).decide(other, "h", 1, T0)
+    lost = Lifecycle(auth(enforce=("r@abcdef",))).decide_fire(other, "h", 1, T0)
     assert lost.effective_level == "notify"
     assert any("re-pin" in r for r in lost.reasons)
 
@@ -138,15 +138,15 @@ def test_bad_enforce_entries_grant_nothing_and_are_reported() -> None:
 
 def test_disable_silences_by_name() -> None:
     lc = Lifecycle(auth(disable=("r",)))
-    d = lc.decide(R(source_kind="starter"), "h", 1, T0)
+    d = lc.decide_fire(R(source_kind="starter"), "h", 1, T0)
     assert d.status == DISABLED and not d.acts
 
 
 def test_notify_action_reason_depends_on_config() -> None:
     rule = R(source_kind="starter")
-    plain = Lifecycle(auth()).decide(rule, "h", 1, T0)
+    plain = Lifecycle(auth()).decide_fire(rule, "h", 1, T0)
     assert "no notify action configured: recorded only" in plain.reasons
-    act = Lifecycle(auth(actions={"notify": ("echo", "{rule}")})).decide(rule, "h", 1, T0)
+    act = Lifecycle(auth(actions={"notify": ("echo", "{rule}")})).decide_fire(rule, "h", 1, T0)
     assert "notify action configured in [memory.rules.actions]" in act.reasons
 
 
@@ -165,7 +165,7 @@ def test_state_survives_restart_and_gives_the_same_decisions(tmp_path: Path) -> 
                 conn.execute("COMMIT")
                 lc = Lifecycle(auth(shadow_period_ms=H), LifecycleState.load(conn))
             for rule in rules:
-                d = lc.decide(rule, f"h{i % 3}", i, now)
+                d = lc.decide_fire(rule, f"h{i % 3}", i, now)
                 out.append((d.status, d.effective_level))
         return out
 
@@ -261,7 +261,7 @@ def test_decisions_are_a_function_of_the_rows_whatever_the_restarts(
                 lc.flush(conn)
                 lc = Lifecycle(authority, LifecycleState.load(conn))
             now += gap
-            out.append(lc.decide(rules[r], f"t{target}", i, now))
+            out.append(lc.decide_fire(rules[r], f"t{target}", i, now))
         return out
 
     assert run(split) == run(None)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from engine.skillspec.decide import compile_spec, decision_json_line
-from engine.skillspec.explain import explain
 from engine.skillspec.scenarios import compare_expectation, run_tests
+from engine.skillspec.spec_explain import explain
 from engine.yamlsrc import load_yaml_file
 from tests.conftest import REFERENCE
 

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from engine.skillspec.decide import compile_spec, decide
-from engine.skillspec.explain import explain, render_explanation
 from engine.skillspec.scenarios import (
     compare_expectation,
     coverage,
@@ -15,6 +14,7 @@ from engine.skillspec.scenarios import (
     render_run,
     run_tests,
 )
+from engine.skillspec.spec_explain import explain, render_explanation
 
 SPEC: dict[str, Any] = {
     "schema": "skillspec/v0",

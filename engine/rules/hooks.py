@@ -1,21 +1,21 @@
-"""Hook points between the evaluator and the rule lifecycle (shadow, cooldown, levels, holds).
+"""The hooks the evaluator calls on each match and commit, so the rule lifecycle can plug in.
 
 Why a protocol: the evaluator decides *whether a rule matched*; the lifecycle
 decides *what that match means* (fired, shadow, suppressed; the level it acts
-at and why). Keeping the second behind :class:`FirePolicy` lets the same
+at and why). Keeping the second behind :class:`FireHooks` lets the same
 evaluator run live, in a backtest and in tests, with the lifecycle plugged in
-or not. A policy's state must be a pure function of the journal (journal time,
+or not. The hooks' state must be a pure function of the journal (journal time,
 never the wall clock) so that a backtest replaying the same rows reaches the
 same decisions.
 
 Call order for one batch of rows (live evaluation)::
 
     BEGIN IMMEDIATE
-      for each row:  policy.on_row(row, conn)        (only for kinds in row_kinds)
-                     policy.decide(rule, target, row, now_ms) per match
-      INSERT fires; policy.before_commit(fires_with_ids, conn); advance cursor
+      for each row:  hooks.on_row(row, conn)        (only for kinds in row_kinds)
+                     hooks.on_match(rule, target, row, now_ms) per match
+      INSERT fires; hooks.before_commit(fires_with_ids, conn); advance cursor
     COMMIT
-    if acting: policy.after_commit(fires)             (actions run here, at most once)
+    if acting: hooks.after_commit(fires)             (actions run here, at most once)
 
 In a backtest ``conn`` is ``None`` (nothing may be written) and
 ``after_commit`` is never called.
@@ -25,35 +25,19 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from engine.rules.vocab import CAP_LEVEL, ENFORCED_LEVELS, FIRED, FireDecision
 
 if TYPE_CHECKING:
     from engine.rules.fires import Fire
     from engine.rules.model import Rule
 
-FIRED = "fired"
-SHADOW = "shadow"
-SUPPRESSED = "suppressed"
-STATUSES = (FIRED, SHADOW, SUPPRESSED)
-
-LEVELS = ("annotate", "notify", "hold", "stop")
-ENFORCED_ONLY = frozenset({"hold", "stop"})
-
-#: The row a policy sees: pinned journal column names to values (absent = None).
+#: The row the hooks see: pinned journal column names to values (absent = None).
 RowView = Mapping[str, object]
 
 
-@dataclass(frozen=True, slots=True)
-class FireDecision:
-    """What a match becomes: its status, the level it acts at, and every reason for both."""
-
-    status: str
-    effective_level: str
-    reasons: tuple[str, ...] = ()
-
-
-class FirePolicy(Protocol):
+class FireHooks(Protocol):
     """What the lifecycle plugs into the evaluator (see the module docstring for call order).
 
     ``row_kinds`` names the journal kinds ``on_row`` wants (``None`` = every
@@ -63,7 +47,7 @@ class FirePolicy(Protocol):
 
     row_kinds: frozenset[str] | None
 
-    def decide(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision: ...
+    def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision: ...
 
     def on_row(self, row: RowView, conn: sqlite3.Connection | None) -> None: ...
 
@@ -72,21 +56,21 @@ class FirePolicy(Protocol):
     def after_commit(self, fires: Sequence[Fire]) -> None: ...
 
 
-class DefaultPolicy:
+class DefaultHooks:
     """Every match fires; hold and stop are capped at notify because nothing is enforced.
 
-    This is the policy when no lifecycle is configured (and the backtest's
+    These are the hooks when no lifecycle is configured (and the backtest's
     default): it never lets a rule act beyond notify, so forgetting to plug in
     the lifecycle can never grant authority.
     """
 
     row_kinds: frozenset[str] | None = frozenset()
 
-    def decide(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
-        if rule.level in ENFORCED_ONLY:
+    def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
+        if rule.level in ENFORCED_LEVELS:
             return FireDecision(
                 FIRED,
-                "notify",
+                CAP_LEVEL,
                 (f"level {rule.level} capped at notify: not enforced",),
             )
         return FireDecision(FIRED, rule.level, ())

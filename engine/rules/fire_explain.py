@@ -11,7 +11,6 @@ The console steps through the result, so it is an ordered list of steps.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from engine.rules.evaluator import row_view
 from engine.rules.fires import Fire, get_fire
 from engine.rules.host_sql import SqlHost, StoreReadError
 from engine.rules.window import ROW_SELECT
+from engine.timefmt import iso_ms_precise
 
 MAX_SEQS = 200
 
@@ -72,10 +72,6 @@ def cel_duration(ms: int) -> str:
     return text + (format_duration_ms(rest) if rest or not text else "")
 
 
-def _iso(at_ms: int) -> str:
-    return _dt.datetime.fromtimestamp(at_ms / 1000, _dt.UTC).isoformat(timespec="milliseconds")
-
-
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
     row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
     return row.fetchone() is not None
@@ -106,8 +102,8 @@ def explain_fire(conn: sqlite3.Connection, fire_id: int) -> Explanation:
         Step(
             "now",
             "now = the row's admission time (journal time, never a clock)",
-            {"now_ms": fire.at, "now": _iso(fire.at)},
-            (f"now = {_iso(fire.at)} ({fire.at} ms)",),
+            {"now_ms": fire.at, "now": iso_ms_precise(fire.at)},
+            (f"now = {iso_ms_precise(fire.at)} ({fire.at} ms)",),
         )
     )
     version = conn.execute(

@@ -3,7 +3,7 @@
 The explanation itself (event row, now, rule version, each aggregate call
 recomputed from the journal and checked against the stored result, the level
 decision, the action outcome) is the rules engine's
-``engine.rules.explain.explain_fire``, the same one ``harness rules explain``
+``engine.rules.fire_explain.explain_fire``, the same one ``harness rules explain``
 prints; this module only shapes it into pages and says whether it is consistent.
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from engine.rules.explain import explain_fire as rules_explain_fire
+from engine.rules.fire_explain import explain_fire as rules_explain_fire
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +30,6 @@ class FireExplanation:
     rule: str
     consistent: bool
     steps: tuple[ExplainStep, ...]
-
-
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 def explain_fire(conn: sqlite3.Connection, fire_id: int) -> FireExplanation:

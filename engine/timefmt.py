@@ -1,0 +1,37 @@
+"""Journal time (integer ms since the epoch, UTC) as text: one function per format shown anywhere.
+
+Why one module: the CLI, the store reports, rule reasons and the console all
+print journal time; when each formatted it itself, the same instant read
+differently from pane to pane. The formats:
+
+- :func:`iso_ms`: ``2026-01-02T03:04:05Z``, for reasons, reports and JSON;
+- :func:`iso_ms_precise`: ``2026-01-02T03:04:05.678+00:00``, where two rows
+  within one second must stay apart (fire explanations, shadow ends);
+- :func:`short_ms`: ``01-02 03:04:05`` (or ``01-02 03:04``), for table cells.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def _utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def iso_ms(ms: int) -> str:
+    """``ms`` as ISO-8601 UTC to the second; an out-of-range value prints as ``<ms> ms``."""
+    try:
+        return _utc(ms).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def iso_ms_precise(ms: int) -> str:
+    """``ms`` as ISO-8601 UTC to the millisecond, with a ``+00:00`` offset."""
+    return _utc(ms).isoformat(timespec="milliseconds")
+
+
+def short_ms(ms: int, *, seconds: bool = True) -> str:
+    """``ms`` as month-day and clock time (UTC), for a table cell."""
+    return _utc(ms).strftime("%m-%d %H:%M:%S" if seconds else "%m-%d %H:%M")
