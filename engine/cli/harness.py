@@ -26,6 +26,8 @@ COMMAND_MODULES = (
     "policy",
     "doctor",
     "metrics",
+    "serve",
+    "hook",
 )
 
 

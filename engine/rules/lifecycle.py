@@ -39,6 +39,7 @@ from engine.rules.holds import (
 from engine.rules.holds import iso_ms as iso_ms  # re-exported: reasons and views format time
 from engine.rules.lease import Lease, LeaseLost
 from engine.rules.policy import FireDecision, RowView
+from engine.rules.stops import record_stop
 
 if TYPE_CHECKING:
     from engine.rules.fires import Fire
@@ -409,6 +410,8 @@ class LifecyclePolicy:
         self.simulated = SimulatedHolds()
         self.released: list[Hold] = []
         self._context: dict[tuple[str, int, str], tuple[str, str]] = {}
+        #: (rule, seq) -> (harness, run) of stop fires: the run a stop names (run_stops).
+        self._stop_runs: dict[tuple[str, int], tuple[str, str]] = {}
         #: Returns the current (last good) authority; polled once per committed batch.
         self.watch: Callable[[], Authority] | None = None
         #: Set when a reload changed ``disable``: the evaluator must be rebuilt
@@ -425,6 +428,7 @@ class LifecyclePolicy:
             if self.conn is not None:
                 self.lifecycle.state = LifecycleState.load(self.conn)
             self._context.clear()
+            self._stop_runs.clear()
             return self.host
 
         return build
@@ -445,6 +449,8 @@ class LifecyclePolicy:
                     harness,
                     render_message(rule.message, row),
                 )
+            if d.effective_level == "stop" and row.get("run") and harness:
+                self._stop_runs[(rule.name, seq)] = (harness, str(row.get("run")))
             # Live: an active stored hold for the pair already covers this fire.
             if (
                 d.effective_level == "hold"
@@ -508,6 +514,28 @@ class LifecyclePolicy:
                     at=span.end_at,
                 )
         self.simulated = SimulatedHolds()
+        for f in fires:
+            stopped = self._stop_runs.get((f.rule, f.seq))
+            if f.status == FIRED and f.effective_level == "stop" and stopped is not None:
+                message = next(
+                    (
+                        m
+                        for (r, seq, _), (_, m) in self._context.items()
+                        if (r, seq) == (f.rule, f.seq)
+                    ),
+                    "",
+                )
+                record_stop(
+                    conn,
+                    harness=stopped[0],
+                    run=stopped[1],
+                    rule=f.rule,
+                    fire_id=f.id,
+                    event_seq=f.seq,
+                    at=f.at,
+                    reason=message or f"rule `{f.rule}` fired at seq {f.seq}",
+                )
+        self._stop_runs.clear()
         self.lifecycle.flush(conn)
         self._poll_config()
 

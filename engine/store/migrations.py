@@ -16,6 +16,7 @@ from engine.journal import schema as journal_schema
 from engine.policy import schema as policy_schema
 from engine.rules import lifecycle_schema
 from engine.rules import schema as rules_schema
+from engine.rules import stops as stops_schema
 
 #: (version, name, SQL script). Versions are 1, 2, 3, … with no gaps.
 MIGRATIONS: tuple[tuple[int, str, Callable[[], str]], ...] = (
@@ -23,6 +24,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[], str]], ...] = (
     (2, "rules", lambda: rules_schema.SCHEMA_V1),
     (3, "lifecycle", lambda: lifecycle_schema.SCHEMA_V1),
     (4, "proposals", lambda: policy_schema.SCHEMA_V1),
+    (5, "run_stops", lambda: stops_schema.SCHEMA_V1),
 )
 
 
