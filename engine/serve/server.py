@@ -118,6 +118,7 @@ async def _serve(
         handle_signals=False,
         max_line_size=MAX_HEADER_LINE,
         max_field_size=MAX_HEADER_LINE,
+        auto_decompress=False,  # /v1/logs decompresses itself, capped at max_body
         shutdown_timeout=1.0,
     )
     await runner.setup()
