@@ -47,6 +47,12 @@ def test_store_error_is_503_with_reason_and_counted(tmp_path: Path) -> None:
     conn = connect(tmp_path / "j.db")
     counters = dict(conn.execute("SELECT name, value FROM journal_counters"))
     assert counters.get("serve_gate_errors") == 2
+    conn.close()
+    doctor = subprocess.run(
+        [sys.executable, "-m", "engine.cli.harness", "doctor", "--store", str(tmp_path / "j.db")],
+        capture_output=True, text=True, env=serve_env(tmp_path), timeout=60, cwd=ROOT,
+    )
+    assert "2 gate answer(s) failed on a store error" in doctor.stdout + doctor.stderr
 
 
 def run_hook(env: dict[str, str], store: Path, payload: object, *extra: str
