@@ -168,14 +168,20 @@ def build_app(
         question = hooks.gate_question(mapped)
         state = GateState()
         if question is not None:
-            loop = asyncio.get_running_loop()
             try:
-                state = await loop.run_in_executor(
-                    runtime.pool,
-                    lambda: read_state(
-                        runtime.reader(), mapped.harness, question[1], holds=question[0]
-                    ),
-                )
+                try:
+                    state = read_state(
+                        runtime.loop_reader(), mapped.harness, question[1], holds=question[0]
+                    )
+                except GateUnavailable as first:
+                    if not first.busy:
+                        raise
+                    state = await asyncio.get_running_loop().run_in_executor(
+                        runtime.pool,
+                        lambda: read_state(
+                            runtime.reader(), mapped.harness, question[1], holds=question[0]
+                        ),
+                    )
             except GateUnavailable as exc:
                 metrics.totals["gate_errors"] += 1
                 metrics.gate["error"] += 1

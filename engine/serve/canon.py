@@ -71,11 +71,21 @@ def cause_digest(error: object) -> str | None:
     return digest(line) if line else None
 
 
+_IDENTS: dict[str, bool] = {}
+_IDENTS_MAX = 100_000
+
+
 def ident(value: object) -> str | None:
-    """``value`` when it is a journal identifier, else None."""
-    if isinstance(value, str) and _ident_match(value):
-        return value
-    return None
+    """``value`` when it is a journal identifier, else None (answers cached: fleets repeat ids)."""
+    if type(value) is not str:
+        return None
+    known = _IDENTS.get(value)
+    if known is None:
+        known = _ident_match(value) is not None
+        if len(_IDENTS) >= _IDENTS_MAX:
+            _IDENTS.clear()
+        _IDENTS[value] = known
+    return value if known else None
 
 
 def journal_path(value: object, cwd: object = None) -> str | None:

@@ -27,7 +27,14 @@ _HOLD_PREFIX = re.compile(r"^rule_hold: rule `[^`]*` fired at seq \d+(: )?")
 
 
 class GateUnavailable(RuntimeError):
-    """The store could not be read; the reason is safe to show (no agent text)."""
+    """The store could not be read; the reason is safe to show (no agent text).
+
+    ``busy`` says the store was only locked (worth one more try with a wait).
+    """
+
+    def __init__(self, message: str, *, busy: bool = False) -> None:
+        super().__init__(message)
+        self.busy = busy
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +53,11 @@ def read_state(
         found = tuple(active_holds(conn, harness)) if holds else ()
         stop = stop_for_run(conn, harness, run) if run is not None else None
     except sqlite3.Error as exc:
-        raise GateUnavailable(f"cannot read holds and stops from the store: {exc}") from None
+        text = str(exc)
+        raise GateUnavailable(
+            f"cannot read holds and stops from the store: {text}",
+            busy="locked" in text or "busy" in text,
+        ) from None
     return GateState(found, stop)
 
 

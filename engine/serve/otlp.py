@@ -111,8 +111,29 @@ def value_of(v: AnyValue) -> object:
     return getattr(v, which)
 
 
-def attrs(items: object) -> dict[str, object]:
-    return {kv.key: value_of(kv.value) for kv in items}  # type: ignore[attr-defined]
+#: The record attributes the mapping reads; the rest (prompts, outputs we do not
+#: need, costs) are never even converted.
+WANTED = frozenset(
+    {
+        "event.name",
+        "tool_name",
+        "success",
+        "session.id",
+        "conversation.id",
+        "tool_input",
+        "arguments",
+        "tool_parameters",
+        "error",
+        "output",
+    }
+)
+
+
+def attrs(items: object, wanted: frozenset[str] | None = None) -> dict[str, object]:
+    """Attributes as a dict (only ``wanted`` keys when given)."""
+    if wanted is None:
+        return {kv.key: value_of(kv.value) for kv in items}  # type: ignore[attr-defined]
+    return {kv.key: value_of(kv.value) for kv in items if kv.key in wanted}  # type: ignore[attr-defined]
 
 
 @dataclass(slots=True)
@@ -180,7 +201,7 @@ def map_request(
     """Map every record of ``request``; rows are checked, nothing is offered yet."""
     out = Ingest()
     for res, rec in _iter(request):
-        rec_attrs = attrs(rec.attributes)  # type: ignore[attr-defined]
+        rec_attrs = attrs(rec.attributes, WANTED)  # type: ignore[attr-defined]
         name = event_name(rec, rec_attrs, res.get("service.name"))
         label = name_label(name, seen)
         harness = ident(res.get("harness.id"))

@@ -66,6 +66,7 @@ class ServeRuntime:
         self._readers_lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="serve-read")
         self._closed = False
+        self._loop_conn: sqlite3.Connection | None = None
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> None:
@@ -131,6 +132,24 @@ class ServeRuntime:
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
+
+    def loop_reader(self) -> sqlite3.Connection:
+        """The event loop's read-only connection: busy_timeout 0, so it never waits.
+
+        A WAL reader is not blocked by the writer, so the gate's two indexed
+        reads normally take tens of microseconds inline; if the store is ever
+        locked, the caller retries on the pool (which may wait briefly).
+        """
+        if self._loop_conn is None:
+            conn = sqlite3.connect(
+                f"file:{self.store}?mode=ro", uri=True, isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._loop_conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return self._loop_conn
 
     # -- threads -------------------------------------------------------------
     def _evaluate(self) -> None:

@@ -103,6 +103,9 @@ async def _serve(
     from engine.serve.metrics import ServeMetrics
     from engine.serve.runtime import ServeRuntime
 
+    # The event loop shares the GIL with the committer and evaluator threads; a
+    # shorter switch interval bounds how long a request waits for it.
+    sys.setswitchinterval(0.0005)
     runtime = ServeRuntime(store, config, rules, ServeMetrics())
     runtime.start()
     app = build_app(

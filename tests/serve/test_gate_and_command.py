@@ -25,6 +25,7 @@ def test_store_error_is_503_with_reason_and_counted(tmp_path: Path) -> None:
     broken = sqlite3.connect(":memory:")
     broken.close()
     runtime.reader = lambda: broken  # type: ignore[method-assign]
+    runtime.loop_reader = lambda: broken  # type: ignore[method-assign]
     runtime.start()
 
     async def go() -> tuple[int, str, int, str]:
