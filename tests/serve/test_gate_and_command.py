@@ -118,3 +118,20 @@ def test_command_hook_bad_input_never_exits_2(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "not JSON" in bad.stderr
     nostore = run_hook(env, tmp_path, fixture("PreToolUse"), "--harness", "c04")
     assert nostore.returncode == 1 and "Traceback" not in nostore.stderr
+
+
+def test_command_hook_imports_only_what_it_needs(tmp_path: Path) -> None:
+    env = serve_env(tmp_path)
+    code = (
+        "import sys, io, json\n"
+        "from engine.cli.harness import main\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({json.dumps(fixture('PreToolUse')).encode()!r}))\n"
+        f"rc = main(['hook', 'claude-code', '--harness', 'h09', '--store', {str(tmp_path / 'j.db')!r}])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'aiohttp', 'textual', 'rich', 'google', 'opentelemetry', 'celpy', 'cel_expr_python', 'yaml', 'ruamel'})\n"
+        "print(json.dumps({'rc': rc, 'heavy': heavy}), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=60, cwd=ROOT)
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report == {"rc": 0, "heavy": []}
