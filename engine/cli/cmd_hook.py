@@ -20,6 +20,7 @@ MAX_PAYLOAD = 4 * 1024 * 1024
 
 def register(sub: Any) -> None:
     p = sub.add_parser("hook", help="Claude Code command hook: payload on stdin, answer on stdout.")
+    p.set_defaults(handler=lambda _a: (p.print_help(sys.stderr), 2)[1])
     hs = p.add_subparsers(title="agents", metavar="AGENT")
     cp = hs.add_parser("claude-code", help="Journal a Claude Code hook event and answer its gate.")
     cp.add_argument("--harness", metavar="ID", help="harness id (default: git top-level of cwd)")
@@ -71,7 +72,12 @@ def _run(args: argparse.Namespace, payload: object) -> int:
         loop_guard=config.serve.loop_guard, collision_window_ms=config.serve.collision_window_ms
     )
     rows: list[Any] = []
-    handler = HookHandler(deriver, lambda row: rows.append(row) is None)
+
+    def collect(row: Any) -> bool:
+        rows.append(row)
+        return True
+
+    handler = HookHandler(deriver, collect)
     conn = connect(resolve_store(args.store, config))
     try:
         if isinstance(payload, dict):

@@ -144,9 +144,11 @@ def map_hook(
     failed = label == "PostToolUseFailure"
     cwd = payload.get("cwd")
     paths = edited_paths(tool, tool_input, cwd)
-    if tool in EDIT_TOOLS and isinstance(tool_input, Mapping) and not paths:
-        if tool_input.get("file_path") is not None or tool_input.get("notebook_path") is not None:
-            refused.append("path")
+    named = isinstance(tool_input, Mapping) and any(
+        tool_input.get(k) is not None for k in ("file_path", "notebook_path")
+    )
+    if tool in EDIT_TOOLS and named and not paths:
+        refused.append("path")
     rows: list[InsertRow] = [
         make_row(
             "tool_call",

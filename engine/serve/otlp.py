@@ -93,8 +93,10 @@ def encode_response(rejected: int, message: str, media: str) -> bytes:
         response.partial_success.rejected_log_records = rejected
         response.partial_success.error_message = message
     if media == PROTOBUF:
-        return response.SerializeToString()
-    return json_format.MessageToJson(response, indent=None).encode("utf-8")
+        data: bytes = response.SerializeToString()
+        return data
+    text: str = json_format.MessageToJson(response, indent=None)
+    return text.encode("utf-8")
 
 
 def value_of(v: AnyValue) -> object:

@@ -1,4 +1,4 @@
-"""The long-running parts of ``harness serve``: the journal writer, the acting evaluator, store reads.
+"""The long-running parts of ``harness serve``: journal writer, acting evaluator, store reads.
 
 - The writer is :class:`engine.journal.queue.JournalWriter`: requests only
   ``offer`` rows (a lock and an append), so a request never waits for the
@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
@@ -96,10 +97,8 @@ class ServeRuntime:
         self.pool.shutdown(wait=True, cancel_futures=True)
         with self._readers_lock:
             for conn in self._readers:
-                try:
+                with contextlib.suppress(sqlite3.Error):
                     conn.close()
-                except sqlite3.Error:
-                    pass
 
     # -- health ---------------------------------------------------------------
     def health(self) -> tuple[bool, dict[str, object]]:
@@ -142,7 +141,9 @@ class ServeRuntime:
         """
         if self._loop_conn is None:
             conn = sqlite3.connect(
-                f"file:{self.store}?mode=ro", uri=True, isolation_level=None,
+                f"file:{self.store}?mode=ro",
+                uri=True,
+                isolation_level=None,
                 check_same_thread=False,
             )
             conn.execute("PRAGMA busy_timeout = 0")

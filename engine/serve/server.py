@@ -135,7 +135,8 @@ async def _serve(
             f"cannot listen on {listen.host}:{listen.port}: {exc.strerror or exc}",
             title="Cannot listen",
         ) from None
-    sockets = site._server.sockets if site._server is not None else []
+    bound = getattr(site, "_server", None)  # aiohttp keeps the bound server there
+    sockets = getattr(bound, "sockets", None) or []
     port = sockets[0].getsockname()[1] if sockets else listen.port
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

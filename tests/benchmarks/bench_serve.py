@@ -38,9 +38,18 @@ def _append_rate(tmp: Path, n: int) -> float:
     from engine.cli.harness import main
 
     lines = "".join(
-        json.dumps({"type": "tool_call", "harness": f"h{i % 12:02d}", "project": "atlas",
-                    "run": f"r{i // 200}", "tool": "Bash", "outcome": "ok",
-                    "args_digest": DIGEST}) + "\n"
+        json.dumps(
+            {
+                "type": "tool_call",
+                "harness": f"h{i % 12:02d}",
+                "project": "atlas",
+                "run": f"r{i // 200}",
+                "tool": "Bash",
+                "outcome": "ok",
+                "args_digest": DIGEST,
+            }
+        )
+        + "\n"
         for i in range(n)
     )
     old = sys.stdin
@@ -57,17 +66,23 @@ def _append_rate(tmp: Path, n: int) -> float:
 def _batch(harness: str, size: int, offset: int) -> bytes:
     request = ExportLogsServiceRequest()
     rl = request.resource_logs.add()
-    for key, value in (("service.name", "claude-code"), ("harness.id", harness),
-                       ("harness.project", "atlas")):
+    for key, value in (
+        ("service.name", "claude-code"),
+        ("harness.id", harness),
+        ("harness.project", "atlas"),
+    ):
         kv = rl.resource.attributes.add()
         kv.key, kv.value.string_value = key, value
     scope = rl.scope_logs.add()
     for i in range(size):
         rec = scope.log_records.add()
         rec.body.string_value = "claude_code.tool_result"
-        for key, value in (("tool_name", "Bash"), ("success", "true"),
-                           ("session.id", f"s{(offset + i) // 500}"),
-                           ("tool_input", json.dumps({"command": f"make t{offset + i}"}))):
+        for key, value in (
+            ("tool_name", "Bash"),
+            ("success", "true"),
+            ("session.id", f"s{(offset + i) // 500}"),
+            ("tool_input", json.dumps({"command": f"make t{offset + i}"})),
+        ):
             a = rec.attributes.add()
             a.key, a.value.string_value = key, value
     return request.SerializeToString()
@@ -82,8 +97,9 @@ async def _post_all(base: str, bodies: list[bytes], concurrency: int) -> None:
         async def worker() -> None:
             while queue:
                 body = queue.pop()
-                async with session.post(base + "/v1/logs", data=body,
-                                        headers={"Content-Type": "application/x-protobuf"}) as r:
+                async with session.post(
+                    base + "/v1/logs", data=body, headers={"Content-Type": "application/x-protobuf"}
+                ) as r:
                     assert r.status == 200, r.status
                     await r.read()
 
@@ -95,8 +111,9 @@ def _count(store: Path) -> int:
 
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
-        return int(conn.execute("SELECT COUNT(*) FROM rule_journal WHERE type = 'tool_call'")
-                   .fetchone()[0])
+        return int(
+            conn.execute("SELECT COUNT(*) FROM rule_journal WHERE type = 'tool_call'").fetchone()[0]
+        )
     finally:
         conn.close()
 
@@ -129,8 +146,11 @@ async def _paced_hooks(base: str, calls: int, rate: float) -> list[float]:
         async def one(i: int) -> None:
             body = pre if i % 2 else post
             t0 = time.perf_counter()
-            async with session.post(f"{base}/hooks/claude-code?harness=h{i % 8:02d}", data=body,
-                                    headers={"Content-Type": "application/json"}) as r:
+            async with session.post(
+                f"{base}/hooks/claude-code?harness=h{i % 8:02d}",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as r:
                 await r.read()
                 assert r.status == 200, r.status
             latencies.append(time.perf_counter() - t0)
@@ -171,8 +191,17 @@ def _cold_start(tmp: Path, runs: int) -> tuple[float, float]:
     env = serve_env(tmp, BENCH_CONFIG)
     store = tmp / "hook.db"
     payload = json.dumps(fixture("PreToolUse")).encode()
-    argv = [sys.executable, "-m", "engine.cli.harness", "hook", "claude-code", "--harness",
-            "h01", "--store", str(store)]
+    argv = [
+        sys.executable,
+        "-m",
+        "engine.cli.harness",
+        "hook",
+        "claude-code",
+        "--harness",
+        "h01",
+        "--store",
+        str(store),
+    ]
     subprocess.run(argv, input=payload, env=env, capture_output=True, check=True, cwd=ROOT)
     base = _median_run([sys.executable, "-c", "pass"], runs, env)
     hook = _median_run(argv, runs, env, payload)
@@ -184,25 +213,53 @@ def run(quick: bool = False) -> list[Row]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         append = _append_rate(tmp, 20_000 if quick else 100_000)
-        rows.append(Row("serve: baseline journal append (in-process)", append, "rows/s",
-                        note="`harness journal append` of JSON lines, run in this process"))
+        rows.append(
+            Row(
+                "serve: baseline journal append (in-process)",
+                append,
+                "rows/s",
+                note="`harness journal append` of JSON lines, run in this process",
+            )
+        )
         (tmp / "otlp").mkdir()
         otlp = _otlp_rate(tmp / "otlp", 50 if quick else 300)
-        rows.append(Row("serve: OTLP protobuf ingest, 100-record batches", otlp, "records/s",
-                        target=20_000, baseline=append,
-                        note="4 concurrent clients; until the last row is in the journal; "
-                        "ratio = against journal append"))
+        rows.append(
+            Row(
+                "serve: OTLP protobuf ingest, 100-record batches",
+                otlp,
+                "records/s",
+                target=20_000,
+                baseline=append,
+                note="4 concurrent clients; until the last row is in the journal; "
+                "ratio = against journal append",
+            )
+        )
         (tmp / "hooks").mkdir()
         p50, p99 = _hook_latency(tmp / "hooks", 400 if quick else 2_000)
-        rows.append(Row("serve: hook round trip p50 at 200 calls/s", p50, "ms",
-                        higher_is_better=False))
-        rows.append(Row("serve: hook round trip p99 at 200 calls/s", p99, "ms", target=20,
-                        higher_is_better=False,
-                        note="PreToolUse (gate read) and PostToolUse (row) alternating"))
+        rows.append(
+            Row("serve: hook round trip p50 at 200 calls/s", p50, "ms", higher_is_better=False)
+        )
+        rows.append(
+            Row(
+                "serve: hook round trip p99 at 200 calls/s",
+                p99,
+                "ms",
+                target=20,
+                higher_is_better=False,
+                note="PreToolUse (gate read) and PostToolUse (row) alternating",
+            )
+        )
         (tmp / "cold").mkdir()
         hook, base = _cold_start(tmp / "cold", 5 if quick else 15)
-        rows.append(Row("serve: `harness hook claude-code` cold start", hook, "ms", target=80,
-                        higher_is_better=False, baseline=base,
-                        note=f"median; `python -c pass` takes {base:.1f} ms "
-                        f"(ratio = pass / hook)"))
+        rows.append(
+            Row(
+                "serve: `harness hook claude-code` cold start",
+                hook,
+                "ms",
+                target=80,
+                higher_is_better=False,
+                baseline=base,
+                note=f"median; `python -c pass` takes {base:.1f} ms (ratio = pass / hook)",
+            )
+        )
     return rows

@@ -98,8 +98,12 @@ class Serve:
         conn = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
         try:
-            return [dict(r) for r in conn.execute(
-                f"SELECT * FROM rule_journal WHERE {where} ORDER BY seq", params)]
+            return [
+                dict(r)
+                for r in conn.execute(
+                    f"SELECT * FROM rule_journal WHERE {where} ORDER BY seq", params
+                )
+            ]
         finally:
             conn.close()
 
@@ -114,7 +118,10 @@ class Serve:
     def harness_cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "engine.cli.harness", *args],
-            capture_output=True, text=True, env=self.env, timeout=30,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=30,
         )
 
     def stop(self) -> int:
@@ -139,8 +146,14 @@ def serve_env(tmp: Path, config: str = CONFIG) -> dict[str, str]:
     return env
 
 
-def start_serve(tmp: Path, *, config: str = CONFIG, listen: str = "127.0.0.1:0",
-                token: str | None = None, extra: tuple[str, ...] = ()) -> Serve:
+def start_serve(
+    tmp: Path,
+    *,
+    config: str = CONFIG,
+    listen: str = "127.0.0.1:0",
+    token: str | None = None,
+    extra: tuple[str, ...] = (),
+) -> Serve:
     policy = tmp / "policy"
     policy.mkdir(exist_ok=True)
     (policy / "serve_test_hold.yml").write_text(HOLD_RULE)
@@ -150,9 +163,23 @@ def start_serve(tmp: Path, *, config: str = CONFIG, listen: str = "127.0.0.1:0",
     log = tmp / "serve.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli.harness", "serve", "--store", str(store),
-             "--listen", listen, "--policy", str(policy), *extra],
-            stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=tmp,
+            [
+                sys.executable,
+                "-m",
+                "engine.cli.harness",
+                "serve",
+                "--store",
+                str(store),
+                "--listen",
+                listen,
+                "--policy",
+                str(policy),
+                *extra,
+            ],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp,
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

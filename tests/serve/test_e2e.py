@@ -46,10 +46,14 @@ def test_hold_denies_until_released_and_spares_other_harnesses(serve: Serve) -> 
     out = answer["hookSpecificOutput"]  # type: ignore[index]
     assert out["hookEventName"] == "PreToolUse"
     assert out["permissionDecision"] == "deny"
-    listed = json.loads(serve.harness_cli("holds", "list", "--store", str(serve.store),
-                                          "--json").stdout)
-    holds = [h for h in (listed if isinstance(listed, list) else listed["holds"])
-             if h["harness"] == "e01"]
+    listed = json.loads(
+        serve.harness_cli("holds", "list", "--store", str(serve.store), "--json").stdout
+    )
+    holds = [
+        h
+        for h in (listed if isinstance(listed, list) else listed["holds"])
+        if h["harness"] == "e01"
+    ]
     assert len(holds) == 1
     hold_id = holds[0]["id"]
     reason = out["permissionDecisionReason"]
@@ -63,8 +67,9 @@ def test_hold_denies_until_released_and_spares_other_harnesses(serve: Serve) -> 
     assert "deny" in json.dumps(pre(serve, "e01", "run-b"))
     # Another harness is never affected.
     assert pre(serve, "e02", "run-c") == {}
-    released = serve.harness_cli("holds", "release", str(hold_id), "--store", str(serve.store),
-                                 "--reason", "checked")
+    released = serve.harness_cli(
+        "holds", "release", str(hold_id), "--store", str(serve.store), "--reason", "checked"
+    )
     assert released.returncode == 0, released.stderr
     assert pre(serve, "e01", "run-a") == {}
 
@@ -76,14 +81,13 @@ def test_stop_rule_stops_that_run_only(serve: Serve) -> None:
     assert answer["continue"] is False  # type: ignore[index]
     assert answer["stopReason"].startswith("stopped by rule serve_test_stop (run run-s1")  # type: ignore[index]
     # every later call of that run, whatever the event
-    status, post = serve.hook(payload("PostToolUse", "run-s1"), "s01")
+    _, post = serve.hook(payload("PostToolUse", "run-s1"), "s01")
     assert post["continue"] is False  # type: ignore[index]
     assert pre(serve, "s01", "run-s2") == {}
 
 
 def test_loop_guard_stops_the_run_after_eight_identical_calls(serve: Serve) -> None:
-    call = payload("PostToolUse", "run-l1", tool_name="Bash",
-                   tool_input={"command": "make test"})
+    call = payload("PostToolUse", "run-l1", tool_name="Bash", tool_input={"command": "make test"})
     answers = [serve.hook(call, "l01")[1] for _ in range(8)]
     assert answers[:7] == [{}] * 7
     assert answers[7]["continue"] is False  # type: ignore[index]
@@ -94,8 +98,12 @@ def test_loop_guard_stops_the_run_after_eight_identical_calls(serve: Serve) -> N
     rows = serve.wait_rows(1, "type = 'loop_stopped' AND harness = 'l01'")
     assert len(rows) == 1
     trip = rows[0]
-    assert (trip["source"], trip["run"], trip["tool"], trip["n"]) == ("loopguard", "run-l1",
-                                                                     "Bash", 8)
+    assert (trip["source"], trip["run"], trip["tool"], trip["n"]) == (
+        "loopguard",
+        "run-l1",
+        "Bash",
+        8,
+    )
     calls = serve.rows("type = 'tool_call' AND harness = 'l01'")
     assert len(calls) == 8 and len({c["args_digest"] for c in calls}) == 1
     assert trip["args_digest"] == calls[0]["args_digest"]

@@ -29,13 +29,12 @@ def test_store_error_is_503_with_reason_and_counted(tmp_path: Path) -> None:
     runtime.start()
 
     async def go() -> tuple[int, str, int, str]:
-        app = build_app(runtime, token=None, max_body=65536, loop_guard=8,
-                        collision_window_ms=600_000)
+        app = build_app(
+            runtime, token=None, max_body=65536, loop_guard=8, collision_window_ms=600_000
+        )
         async with TestClient(TestServer(app)) as client:
-            resp = await client.post("/hooks/claude-code?harness=g01",
-                                     json=fixture("PreToolUse"))
-            post = await client.post("/hooks/claude-code?harness=g01",
-                                     json=fixture("Notification"))
+            resp = await client.post("/hooks/claude-code?harness=g01", json=fixture("PreToolUse"))
+            post = await client.post("/hooks/claude-code?harness=g01", json=fixture("Notification"))
             return resp.status, await resp.text(), post.status, await post.text()
 
     try:
@@ -51,17 +50,35 @@ def test_store_error_is_503_with_reason_and_counted(tmp_path: Path) -> None:
     conn.close()
     doctor = subprocess.run(
         [sys.executable, "-m", "engine.cli.harness", "doctor", "--store", str(tmp_path / "j.db")],
-        capture_output=True, text=True, env=serve_env(tmp_path), timeout=60, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=serve_env(tmp_path),
+        timeout=60,
+        cwd=ROOT,
     )
     assert "2 gate answer(s) failed on a store error" in doctor.stdout + doctor.stderr
 
 
-def run_hook(env: dict[str, str], store: Path, payload: object, *extra: str
-             ) -> subprocess.CompletedProcess[str]:
+def run_hook(
+    env: dict[str, str], store: Path, payload: object, *extra: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli.harness", "hook", "claude-code", "--store",
-         str(store), *extra],
-        input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=60, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.harness",
+            "hook",
+            "claude-code",
+            "--store",
+            str(store),
+            *extra,
+        ],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
     )
 
 
@@ -72,8 +89,10 @@ def test_command_hook_journals_and_answers_from_holds(tmp_path: Path) -> None:
     post = run_hook(env, store, fixture("PostToolUse"), "--harness", "c01", "--project", "atlas")
     assert post.returncode == 0 and json.loads(post.stdout) == {}
     conn = connect(store)
-    rows = conn.execute("SELECT type, harness, project, run, tool, path FROM rule_journal "
-                        "WHERE kind != 'tick' ORDER BY seq").fetchall()
+    rows = conn.execute(
+        "SELECT type, harness, project, run, tool, path FROM rule_journal "
+        "WHERE kind != 'tick' ORDER BY seq"
+    ).fetchall()
     run = fixture("PostToolUse")["session_id"]
     assert rows == [
         ("run_started", "c01", None, run, None, None),
@@ -81,8 +100,17 @@ def test_command_hook_journals_and_answers_from_holds(tmp_path: Path) -> None:
         ("file_edited", "c01", "atlas", run, None, "src/parser.py"),
     ]
     conn.execute("BEGIN IMMEDIATE")
-    hold = create_hold(conn, harness="c01", fire_id=None, rule="r1", hash_="h", event_seq=2,
-                       seq=2, at=1, reason="rule_hold: rule `r1` fired at seq 2: c01 edited")
+    hold = create_hold(
+        conn,
+        harness="c01",
+        fire_id=None,
+        rule="r1",
+        hash_="h",
+        event_seq=2,
+        seq=2,
+        at=1,
+        reason="rule_hold: rule `r1` fired at seq 2: c01 edited",
+    )
     conn.execute("COMMIT")
     conn.close()
     pre = run_hook(env, store, fixture("PreToolUse"), "--harness", "c01")
@@ -111,9 +139,23 @@ def test_command_hook_loop_guard_across_processes(tmp_path: Path) -> None:
 def test_command_hook_bad_input_never_exits_2(tmp_path: Path) -> None:
     env = serve_env(tmp_path)
     bad = subprocess.run(
-        [sys.executable, "-m", "engine.cli.harness", "hook", "claude-code", "--store",
-         str(tmp_path / "j.db"), "--harness", "c04"],
-        input="{not json", capture_output=True, text=True, env=env, timeout=60, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.harness",
+            "hook",
+            "claude-code",
+            "--store",
+            str(tmp_path / "j.db"),
+            "--harness",
+            "c04",
+        ],
+        input="{not json",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
     )
     assert bad.returncode == 1 and "not JSON" in bad.stderr
     nostore = run_hook(env, tmp_path, fixture("PreToolUse"), "--harness", "c04")
@@ -122,16 +164,29 @@ def test_command_hook_bad_input_never_exits_2(tmp_path: Path) -> None:
 
 def test_command_hook_imports_only_what_it_needs(tmp_path: Path) -> None:
     env = serve_env(tmp_path)
+    stdin = json.dumps(fixture("PreToolUse")).encode()
+    argv = ["hook", "claude-code", "--harness", "h09", "--store", str(tmp_path / "j.db")]
+    heavy = [
+        "aiohttp",
+        "textual",
+        "rich",
+        "google",
+        "opentelemetry",
+        "celpy",
+        "cel_expr_python",
+        "yaml",
+        "ruamel",
+    ]
     code = (
         "import sys, io, json\n"
         "from engine.cli.harness import main\n"
-        f"sys.stdin = io.TextIOWrapper(io.BytesIO({json.dumps(fixture('PreToolUse')).encode()!r}))\n"
-        f"rc = main(['hook', 'claude-code', '--harness', 'h09', '--store', {str(tmp_path / 'j.db')!r}])\n"
-        "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'aiohttp', 'textual', 'rich', 'google', 'opentelemetry', 'celpy', 'cel_expr_python', 'yaml', 'ruamel'})\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({stdin!r}))\n"
+        f"rc = main({argv!r})\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r}))\n"
         "print(json.dumps({'rc': rc, 'heavy': heavy}), file=sys.stderr)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=env, timeout=60, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, cwd=ROOT
+    )
     report = json.loads(result.stderr.strip().splitlines()[-1])
     assert report == {"rc": 0, "heavy": []}

@@ -15,15 +15,26 @@ from engine.serve.hooks import map_hook
 from engine.serve.otlp import map_request
 from tests.serve.conftest import fixture
 
-EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
-          "Notification", "Stop", "SubagentStop", "PreCompact", "SessionEnd"]
+EVENTS = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Notification",
+    "Stop",
+    "SubagentStop",
+    "PreCompact",
+    "SessionEnd",
+]
 RUN = "3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f"
 
 
 def rows_of(event: str) -> list[dict[str, object]]:
     mapped = map_hook(fixture(event), harness="h01", project="atlas", deriver=Deriver(), now_ms=1)
-    return [{c: v for c, v in zip(INSERT_COLUMNS, r, strict=True) if v is not None}
-            for r in mapped.rows]
+    return [
+        {c: v for c, v in zip(INSERT_COLUMNS, r, strict=True) if v is not None} for r in mapped.rows
+    ]
 
 
 @pytest.mark.parametrize("event", EVENTS)
@@ -38,13 +49,21 @@ def test_fixture_carries_the_documented_common_fields(event: str) -> None:
     ("event", "expected"),
     [
         ("SessionStart", [{"type": "run_started"}]),
-        ("PostToolUse", [{"type": "tool_call", "tool": "Edit", "outcome": "ok",
-                          "path": "src/parser.py"},
-                         {"type": "file_edited", "path": "src/parser.py", "n": 1}]),
+        (
+            "PostToolUse",
+            [
+                {"type": "tool_call", "tool": "Edit", "outcome": "ok", "path": "src/parser.py"},
+                {"type": "file_edited", "path": "src/parser.py", "n": 1},
+            ],
+        ),
         ("PostToolUseFailure", [{"type": "tool_call", "tool": "Bash", "outcome": "error"}]),
         ("SessionEnd", [{"type": "run_finished", "outcome": "ok"}]),
-        ("UserPromptSubmit", []), ("PreToolUse", []), ("Notification", []), ("Stop", []),
-        ("SubagentStop", []), ("PreCompact", []),
+        ("UserPromptSubmit", []),
+        ("PreToolUse", []),
+        ("Notification", []),
+        ("Stop", []),
+        ("SubagentStop", []),
+        ("PreCompact", []),
     ],
 )
 def test_mapping(event: str, expected: list[dict[str, object]]) -> None:
@@ -63,7 +82,10 @@ def test_tool_call_digests() -> None:
     (fail,) = rows_of("PostToolUseFailure")
     error = fixture("PostToolUseFailure")["error"]
     assert fail["cause_digest"] == cause_digest(error)
-    assert redact_line(str(error)) == "FAILED tests/test_parser.py::test_empty - AssertionError: # != #"
+    assert (
+        redact_line(str(error))
+        == "FAILED tests/test_parser.py::test_empty - AssertionError: # != #"
+    )
 
 
 def test_hook_and_otlp_hash_the_same_call_alike() -> None:
@@ -74,8 +96,12 @@ def test_hook_and_otlp_hash_the_same_call_alike() -> None:
     kv.key, kv.value.string_value = "harness.id", "h01"
     rec = rl.scope_logs.add().log_records.add()
     rec.body.string_value = "claude_code.tool_result"
-    for key, value in (("tool_name", "Edit"), ("success", "true"), ("session.id", RUN),
-                       ("tool_input", json.dumps(post["tool_input"], indent=2))):
+    for key, value in (
+        ("tool_name", "Edit"),
+        ("success", "true"),
+        ("session.id", RUN),
+        ("tool_input", json.dumps(post["tool_input"], indent=2)),
+    ):
         a = rec.attributes.add()
         a.key, a.value.string_value = key, value
     result = map_request(request, Deriver(), 1, set())
@@ -86,12 +112,18 @@ def test_hook_and_otlp_hash_the_same_call_alike() -> None:
 def test_collision_when_another_harness_edits_the_same_path() -> None:
     deriver = Deriver(collision_window_ms=600_000)
     map_hook(fixture("PostToolUse"), harness="h01", project="atlas", deriver=deriver, now_ms=1000)
-    mapped = map_hook(fixture("PostToolUse"), harness="h02", project="atlas", deriver=deriver,
-                      now_ms=2000)
+    mapped = map_hook(
+        fixture("PostToolUse"), harness="h02", project="atlas", deriver=deriver, now_ms=2000
+    )
     kinds = [(r[2], r[12]) for r in mapped.rows]
     assert ("collision", "h01") in kinds
-    late = map_hook(fixture("PostToolUse"), harness="h03", project="atlas", deriver=deriver,
-                    now_ms=2000 + 700_000)
+    late = map_hook(
+        fixture("PostToolUse"),
+        harness="h03",
+        project="atlas",
+        deriver=deriver,
+        now_ms=2000 + 700_000,
+    )
     assert all(r[2] != "collision" for r in late.rows)
 
 

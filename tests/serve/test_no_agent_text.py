@@ -1,4 +1,4 @@
-"""No agent text, ever: planted strings in every text-bearing field reach no store file, log or metric."""
+"""No agent text: planted strings in every text field reach no store file, log or metric."""
 
 from __future__ import annotations
 
@@ -35,23 +35,46 @@ def test_planted_strings_reach_no_store_file_log_or_metric(serve: Serve) -> None
     for path in sorted(FIXTURES.glob("*.json")):
         payload = plant(json.loads(path.read_text()), path.stem, secrets)
         payload["tool_input"] = plant(  # type: ignore[index]
-            {"file_path": "/home/dev/src/atlas/a.py", "old_string": "x", "new_string": "y",
-             "command": "echo hi"}, "ti", secrets)
+            {
+                "file_path": "/home/dev/src/atlas/a.py",
+                "old_string": "x",
+                "new_string": "y",
+                "command": "echo hi",
+            },
+            "ti",
+            secrets,
+        )
         status, _ = serve.hook(payload, "n01")  # type: ignore[arg-type]
         assert status == 200
     failure = plant(json.loads((FIXTURES / "PostToolUseFailure.json").read_text()), "f", secrets)
     assert serve.hook(failure, "n01")[0] == 200  # type: ignore[arg-type]
-    provider = LoggerProvider(resource=Resource.create(
-        {"service.name": "claude-code", "harness.id": "n02"}))
-    provider.add_log_record_processor(SimpleLogRecordProcessor(
-        OTLPLogExporter(endpoint=serve.base + "/v1/logs")))
+    provider = LoggerProvider(
+        resource=Resource.create({"service.name": "claude-code", "harness.id": "n02"})
+    )
+    provider.add_log_record_processor(
+        SimpleLogRecordProcessor(OTLPLogExporter(endpoint=serve.base + "/v1/logs"))
+    )
     logger = provider.get_logger("planted")
-    for name in ("claude_code.tool_result", "codex.tool_result", "claude_code.user_prompt",
-                 "claude_code.api_error"):
-        attrs = plant({"tool_parameters": json.dumps({"command": "ls"}),
-                       "tool_input": json.dumps({"command": "ls"}), "arguments": "{}",
-                       "output": "out", "error": "boom", "prompt": "do it", "decision": "x",
-                       "model": "m"}, name, secrets)
+    for name in (
+        "claude_code.tool_result",
+        "codex.tool_result",
+        "claude_code.user_prompt",
+        "claude_code.api_error",
+    ):
+        attrs = plant(
+            {
+                "tool_parameters": json.dumps({"command": "ls"}),
+                "tool_input": json.dumps({"command": "ls"}),
+                "arguments": "{}",
+                "output": "out",
+                "error": "boom",
+                "prompt": "do it",
+                "decision": "x",
+                "model": "m",
+            },
+            name,
+            secrets,
+        )
         attrs.update({"tool_name": "Bash", "success": "false", "session.id": "sess-n"})
         logger.emit(body=name, attributes=attrs)  # type: ignore[arg-type]
     provider.shutdown()

@@ -52,8 +52,9 @@ def emit_claude(p: LoggerProvider, session: str, n: int = 1, *, success: str = "
                 "success": success,
                 "duration_ms": 12 + i,
                 "error": "Traceback\nValueError: bad value 42" if success == "false" else "",
-                "tool_input": json.dumps({"file_path": "/src/atlas/app.py", "old_string": "a",
-                                          "new_string": "b"}),
+                "tool_input": json.dumps(
+                    {"file_path": "/src/atlas/app.py", "old_string": "a", "new_string": "b"}
+                ),
             },
         )
 
@@ -70,7 +71,12 @@ def test_protobuf_export_maps_claude_tool_results_field_by_field(serve: Serve) -
     want_args = digest({"file_path": "/src/atlas/app.py", "old_string": "a", "new_string": "b"})
     for row in rows:
         assert (row["kind"], row["source"], row["project"], row["run"], row["tool"]) == (
-            "run_event", "observer", "atlas", "sess-pb", "Edit")
+            "run_event",
+            "observer",
+            "atlas",
+            "sess-pb",
+            "Edit",
+        )
         assert row["args_digest"] == want_args
         assert row["path"] == "/src/atlas/app.py"
     assert [r["outcome"] for r in rows] == ["ok", "ok", "ok", "error"]
@@ -90,8 +96,9 @@ def test_gzip_protobuf_export_codex(serve: Serve) -> None:
             "conversation.id": "conv-7",
             "tool_name": "apply_patch",
             "call_id": "call_1",
-            "arguments": json.dumps({"input": "*** Begin Patch\n*** Update File: src/x.py\n"
-                                              "@@\n-a\n+b\n*** End Patch"}),
+            "arguments": json.dumps(
+                {"input": "*** Begin Patch\n*** Update File: src/x.py\n@@\n-a\n+b\n*** End Patch"}
+            ),
             "duration_ms": "5",
             "success": "true",
             "output": "Success. Updated the following files",
@@ -102,7 +109,11 @@ def test_gzip_protobuf_export_codex(serve: Serve) -> None:
     assert len(rows) == 1
     row = rows[0]
     assert (row["run"], row["tool"], row["outcome"], row["path"]) == (
-        "conv-7", "apply_patch", "ok", "src/x.py")
+        "conv-7",
+        "apply_patch",
+        "ok",
+        "src/x.py",
+    )
     assert serve.rows("harness = 'o02' AND type = 'file_edited' AND path = 'src/x.py'")
 
 
@@ -126,12 +137,14 @@ def test_json_export_of_the_sdk_request(serve: Serve) -> None:
 
 def test_partial_success_names_the_first_reason(serve: Serve) -> None:
     def emit(p: LoggerProvider) -> None:
-        p.get_logger("x").emit(body="claude_code.tool_result",
-                               attributes={"tool_name": "Bash", "success": "true"})
+        p.get_logger("x").emit(
+            body="claude_code.tool_result", attributes={"tool_name": "Bash", "success": "true"}
+        )
 
     request = sdk_request({"service.name": "claude-code"}, emit)
     status, raw, _ = serve.request(
-        "/v1/logs", request.SerializeToString(),  # type: ignore[attr-defined]
+        "/v1/logs",
+        request.SerializeToString(),  # type: ignore[attr-defined]
         {"Content-Type": "application/x-protobuf"},
     )
     assert status == 200
@@ -142,18 +155,25 @@ def test_partial_success_names_the_first_reason(serve: Serve) -> None:
 
 def test_other_events_are_ignored_and_counted(serve: Serve) -> None:
     def emit(p: LoggerProvider) -> None:
-        p.get_logger("x").emit(body="claude_code.api_request",
-                               attributes={"model": "m", "cost_usd": 0.1})
+        p.get_logger("x").emit(
+            body="claude_code.api_request", attributes={"model": "m", "cost_usd": 0.1}
+        )
 
     request = sdk_request({**CLAUDE, "harness.id": "o04"}, emit)
-    status, _, _ = serve.request("/v1/logs", request.SerializeToString(),  # type: ignore[attr-defined]
-                                 {"Content-Type": "application/x-protobuf"})
+    status, _, _ = serve.request(
+        "/v1/logs",
+        request.SerializeToString(),  # type: ignore[attr-defined]
+        {"Content-Type": "application/x-protobuf"},
+    )
     assert status == 200
     assert serve.rows("harness = 'o04'") == []
-    families = {f.name: f for f in text_string_to_metric_families(
-        serve.request("/metrics")[1].decode())}
-    samples = {(s.labels.get("event"), s.labels.get("verdict")): s.value
-               for s in families["harness_serve_records"].samples}
+    families = {
+        f.name: f for f in text_string_to_metric_families(serve.request("/metrics")[1].decode())
+    }
+    samples = {
+        (s.labels.get("event"), s.labels.get("verdict")): s.value
+        for s in families["harness_serve_records"].samples
+    }
     assert samples[("claude_code.api_request", "ignored")] >= 1
     assert samples[("claude_code.tool_result", "admitted")] >= 1
 
@@ -163,9 +183,14 @@ def test_metrics_parse_with_prometheus_parser(serve: Serve, path: str) -> None:
     status, raw, headers = serve.request(path)
     assert status == 200 and headers["Content-Type"].startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(raw.decode())}
-    for name in ("harness_journal_rows", "harness_journal_dropped", "harness_evaluator_lease_held",
-                 "harness_serve_requests", "harness_serve_gate_answers",
-                 "harness_serve_handler_seconds"):
+    for name in (
+        "harness_journal_rows",
+        "harness_journal_dropped",
+        "harness_evaluator_lease_held",
+        "harness_serve_requests",
+        "harness_serve_gate_answers",
+        "harness_serve_handler_seconds",
+    ):
         assert name in families, name
     assert families["harness_serve_handler_seconds"].type == "histogram"
     lease = [s.value for s in families["harness_evaluator_lease_held"].samples]

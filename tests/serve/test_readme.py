@@ -1,4 +1,4 @@
-"""Every snippet of the README's "Connect your agents" section parses and says what serve expects."""
+"""Every snippet of the README's "Connect your agents" section parses and fits serve."""
 
 from __future__ import annotations
 
@@ -29,14 +29,23 @@ def test_claude_code_settings_hooks_block() -> None:
     (block,) = blocks("json")
     settings = json.loads(block)
     events = settings["hooks"]
-    for event in ("PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart",
-                  "SessionEnd", "UserPromptSubmit"):
+    for event in (
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "SessionStart",
+        "SessionEnd",
+        "UserPromptSubmit",
+    ):
         for group in events[event]:
             for hook in group["hooks"]:
                 assert hook["type"] == "http"
                 url = urlsplit(hook["url"])
-                assert (url.hostname, url.port, url.path) == ("127.0.0.1", 4318,
-                                                               "/hooks/claude-code")
+                assert (url.hostname, url.port, url.path) == (
+                    "127.0.0.1",
+                    4318,
+                    "/hooks/claude-code",
+                )
                 assert parse_qs(url.query)["harness"] == ["h01"]
 
 

@@ -20,9 +20,21 @@ TOKEN = "s3cr3t-token-for-tests"
 def test_non_loopback_without_token_refuses_to_start(tmp_path: Path) -> None:
     env = serve_env(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "engine.cli.harness", "serve", "--store",
-         str(tmp_path / "j.db"), "--listen", "0.0.0.0:0"],
-        capture_output=True, text=True, env=env, timeout=60, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.harness",
+            "serve",
+            "--store",
+            str(tmp_path / "j.db"),
+            "--listen",
+            "0.0.0.0:0",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
     )
     assert result.returncode == 2
     assert "token_file" in result.stderr and "Traceback" not in result.stderr
@@ -34,9 +46,21 @@ def test_token_file_readable_by_others_is_refused(tmp_path: Path) -> None:
     token.chmod(0o644)
     env = serve_env(tmp_path, CONFIG + f'token_file = "{token}"\n')
     result = subprocess.run(
-        [sys.executable, "-m", "engine.cli.harness", "serve", "--store",
-         str(tmp_path / "j.db"), "--listen", "0.0.0.0:0"],
-        capture_output=True, text=True, env=env, timeout=60, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "engine.cli.harness",
+            "serve",
+            "--store",
+            str(tmp_path / "j.db"),
+            "--listen",
+            "0.0.0.0:0",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
     )
     assert result.returncode == 2 and "chmod 600" in result.stderr
 
@@ -60,15 +84,20 @@ def stored(server: Serve) -> list[dict]:
 
 def test_missing_and_wrong_token_get_401_and_store_nothing(guarded: Serve) -> None:
     body = json.dumps(fixture("PostToolUse")).encode()
-    for auth in ({"Authorization": ""}, {"Authorization": "Bearer wrong"},
-                 {"Authorization": f"Basic {TOKEN}"}):
-        status, _, _ = guarded.request("/hooks/claude-code?harness=x01", body,
-                                       {"Content-Type": "application/json", **auth})
+    for auth in (
+        {"Authorization": ""},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {TOKEN}"},
+    ):
+        status, _, _ = guarded.request(
+            "/hooks/claude-code?harness=x01", body, {"Content-Type": "application/json", **auth}
+        )
         assert status == 401
     assert guarded.request("/metrics", headers={"Authorization": "Bearer nope"})[0] == 401
     assert stored(guarded) == []
-    ok, answer, _ = guarded.request("/hooks/claude-code?harness=x01", body,
-                                    {"Content-Type": "application/json"})
+    ok, answer, _ = guarded.request(
+        "/hooks/claude-code?harness=x01", body, {"Content-Type": "application/json"}
+    )
     assert ok == 200 and json.loads(answer) == {}
     assert len(guarded.wait_rows(1)) >= 1
 
@@ -76,24 +105,43 @@ def test_missing_and_wrong_token_get_401_and_store_nothing(guarded: Serve) -> No
 def test_oversize_garbage_and_wrong_type(serve: Serve) -> None:
     big = b"x" * (70 * 1024)  # [serve] max_body is 64KiB in the test config
     assert serve.request("/v1/logs", big, {"Content-Type": "application/x-protobuf"})[0] == 413
-    assert serve.request("/hooks/claude-code?harness=z01", big,
-                         {"Content-Type": "application/json"})[0] == 413
+    assert (
+        serve.request("/hooks/claude-code?harness=z01", big, {"Content-Type": "application/json"})[
+            0
+        ]
+        == 413
+    )
     bomb = gzip.compress(b"\0" * (1024 * 1024))
-    assert serve.request("/v1/logs", bomb, {"Content-Type": "application/x-protobuf",
-                                            "Content-Encoding": "gzip"})[0] == 413
+    assert (
+        serve.request(
+            "/v1/logs", bomb, {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
+        )[0]
+        == 413
+    )
     garbage = b"\xff\x00not protobuf\x12"
-    status, text, _ = serve.request("/v1/logs", garbage,
-                                    {"Content-Type": "application/x-protobuf"})
+    status, text, _ = serve.request("/v1/logs", garbage, {"Content-Type": "application/x-protobuf"})
     assert status == 400 and b"ExportLogsServiceRequest" in text
     assert serve.request("/v1/logs", b"{not json", {"Content-Type": "application/json"})[0] == 400
     assert serve.request("/v1/logs", b"x", {"Content-Type": "text/plain"})[0] == 415
-    assert serve.request("/hooks/claude-code?harness=z01", b"[1,",
-                         {"Content-Type": "application/json"})[0] == 400
-    assert serve.request("/hooks/claude-code?harness=z01", b"[]",
-                         {"Content-Type": "application/json"})[0] == 400
+    assert (
+        serve.request(
+            "/hooks/claude-code?harness=z01", b"[1,", {"Content-Type": "application/json"}
+        )[0]
+        == 400
+    )
+    assert (
+        serve.request(
+            "/hooks/claude-code?harness=z01", b"[]", {"Content-Type": "application/json"}
+        )[0]
+        == 400
+    )
     bad_id = json.dumps(fixture("SessionStart")).encode()
-    assert serve.request("/hooks/claude-code?harness=bad%20id", bad_id,
-                         {"Content-Type": "application/json"})[0] == 400
+    assert (
+        serve.request(
+            "/hooks/claude-code?harness=bad%20id", bad_id, {"Content-Type": "application/json"}
+        )[0]
+        == 400
+    )
     huge_header = {"X-Filler": "a" * 20_000, "Content-Type": "application/json"}
     assert serve.request("/hooks/claude-code?harness=z01", bad_id, huge_header)[0] in (400, 431)
     assert serve.rows("harness IN ('z01', 'bad id')") == []
