@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from tests.serve.conftest import Serve, fixture
 
@@ -114,3 +115,37 @@ def test_a_broken_streak_does_not_trip(serve: Serve) -> None:
         cmd = "make test" if i % 7 else "make lint"
         call = payload("PostToolUse", "run-b1", tool_name="Bash", tool_input={"command": cmd})
         assert serve.hook(call, "b01") == (200, {})
+
+
+def test_sigterm_drains_the_queue_and_releases_the_lease_within_5s(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tests.serve.conftest import start_serve
+
+    server = start_serve(tmp_path)
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # the evaluator takes the lease shortly after start
+            health = json.loads(server.request("/healthz")[1])
+            if health["acting"] and health["holder"].startswith("serve@"):
+                break
+            time.sleep(0.05)
+        for i in range(20):
+            call = payload("PostToolUse", "run-q", tool_name="Bash", tool_input={"i": i})
+            assert server.hook(call, "q01") == (200, {})
+        t0 = time.monotonic()
+        code = server.stop()
+        elapsed = time.monotonic() - t0
+    finally:
+        server.stop()
+    assert code == 0 and elapsed < 5.0, (code, elapsed)
+    conn = sqlite3.connect(server.store)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM evaluator_lease").fetchone()[0] == 0
+        calls = conn.execute(
+            "SELECT COUNT(*) FROM rule_journal WHERE harness = 'q01' AND type = 'tool_call'"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    assert calls == 20
+    assert "stopped; " in server.log.read_text()
