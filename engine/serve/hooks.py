@@ -111,28 +111,9 @@ def map_hook(
         refused.append("session_id")
     base = Mapped(label, harness, project, run)
     if label == "SessionStart":
-        return _rows(
-            base,
-            refused,
-            lambda: [
-                make_row("run_started", "observer", harness=harness, project=project, run=run)
-            ],
-        )
+        return _run_row(base, refused, "run_started")
     if label == "SessionEnd":
-        return _rows(
-            base,
-            refused,
-            lambda: [
-                make_row(
-                    "run_finished",
-                    "observer",
-                    harness=harness,
-                    project=project,
-                    run=run,
-                    outcome="ok",
-                )
-            ],
-        )
+        return _run_row(base, refused, "run_finished", outcome="ok")
     if label not in ("PostToolUse", "PostToolUseFailure"):
         return Mapped(label, harness, project, run, refused=tuple(refused), ignored=True)
     tool = ident(payload.get("tool_name"))
@@ -174,19 +155,17 @@ def map_hook(
     return Mapped(label, harness, project, run, tuple(rows), tuple(refused), trip)
 
 
-def _rows(base: Mapped, refused: list[str], build: object) -> Mapped:
+def _run_row(base: Mapped, refused: list[str], typ: str, **extra: object) -> Mapped:
+    """A run_started / run_finished row; without a usable session id there is no run to name."""
     if base.run is None:
-        return Mapped(
-            base.event,
-            base.harness,
-            base.project,
-            None,
-            refused=(*refused, "session_id") if "session_id" not in refused else tuple(refused),
-        )
+        why = refused if "session_id" in refused else [*refused, "session_id"]
+        return Mapped(base.event, base.harness, base.project, None, refused=tuple(why))
     try:
-        rows = build()  # type: ignore[operator]
+        row = make_row(
+            typ, "observer", harness=base.harness, project=base.project, run=base.run, **extra
+        )
     except RowError as exc:
         return Mapped(
             base.event, base.harness, base.project, base.run, refused=(*refused, exc.field)
         )
-    return Mapped(base.event, base.harness, base.project, base.run, tuple(rows), tuple(refused))
+    return Mapped(base.event, base.harness, base.project, base.run, (row,), tuple(refused))
