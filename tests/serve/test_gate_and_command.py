@@ -190,3 +190,32 @@ def test_command_hook_imports_only_what_it_needs(tmp_path: Path) -> None:
     )
     report = json.loads(result.stderr.strip().splitlines()[-1])
     assert report == {"rc": 0, "heavy": []}
+
+
+def test_full_queue_drops_and_counts_and_the_hook_still_answers(tmp_path: Path) -> None:
+    runtime = ServeRuntime(
+        tmp_path / "j.db", HarnessConfig(), [], ServeMetrics(), queue_capacity=1, evaluate=False
+    )  # not started: nothing drains the queue, so it stays full after one row
+
+    async def go() -> list[tuple[int, object]]:
+        app = build_app(
+            runtime, token=None, max_body=65536, loop_guard=8, collision_window_ms=600_000
+        )
+        out = []
+        async with TestClient(TestServer(app)) as client:
+            for i in range(3):
+                call = dict(fixture("PostToolUse"), tool_name="Bash", tool_input={"i": i})
+                resp = await client.post("/hooks/claude-code?harness=q02", json=call)
+                out.append((resp.status, await resp.json()))
+        return out
+
+    answers = asyncio.run(go())
+    assert answers == [(200, {})] * 3
+    assert runtime.metrics.totals["rows_queued"] == 1
+    assert runtime.metrics.totals["rows_dropped"] == 2
+    assert runtime.writer.stats().dropped == 2
+    runtime.close()
+    conn = connect(tmp_path / "j.db")
+    counters = dict(conn.execute("SELECT name, value FROM journal_counters"))
+    conn.close()
+    assert counters.get("serve_rows_dropped") == 2
