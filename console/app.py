@@ -113,6 +113,7 @@ class HarnessConsole(App[int]):
             for widget in self.query("Input, TextArea"):
                 widget.cursor_blink = False  # type: ignore[attr-defined]
         self._focus_pane(self.initial)
+        self.set_interval(2.0, self._mark_serve_acting)
         if self.startup_error is not None:
             self.show_error(self.startup_error)
             return
@@ -133,6 +134,12 @@ class HarnessConsole(App[int]):
         self._stop.set()
         self._eval_stop.set()
         self._watch_stop.set()
+
+    def _mark_serve_acting(self) -> None:
+        """Say in the header when `harness serve` is the acting evaluator on this store."""
+        from engine.views.acting import mark_title, serve_acting
+
+        self.sub_title = mark_title(self.sub_title, serve_acting(self.context.store_path))
 
     def _restart_evaluator(self) -> None:
         """(Re)start the embedded evaluator with the current rules and config."""

@@ -65,6 +65,44 @@ class RulesConfig:
     actions: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
+DEFAULT_LISTEN = "127.0.0.1:4318"
+DEFAULT_COLLISION_WINDOW_MS = 10 * 60_000
+DEFAULT_LOOP_GUARD = 8
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_SIZE_UNITS = {
+    None: 1,
+    "B": 1,
+    "KiB": 1024,
+    "MiB": 1024**2,
+    "GiB": 1024**3,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+}
+
+
+def parse_size(text: str) -> int:
+    """``"4MiB"`` -> bytes; ValueError with the accepted spelling otherwise."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(
+            f"invalid size {text!r}; use a number and a unit (B, KiB, MiB, GiB), e.g. '4MiB'"
+        )
+    return int(m.group(1)) * _SIZE_UNITS[m.group(2)]
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """``[serve]``: where ``harness serve`` listens and what it derives (DESIGN.md)."""
+
+    listen: str = DEFAULT_LISTEN
+    token_file: Path | None = None
+    collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS
+    loop_guard: int = DEFAULT_LOOP_GUARD
+    max_body: int = DEFAULT_MAX_BODY
+
+
 @dataclass(frozen=True, slots=True)
 class HarnessConfig:
     """The parsed config. ``source`` is None when no file exists (all defaults)."""
@@ -76,6 +114,7 @@ class HarnessConfig:
     rule_miners: tuple[str, ...] = ()
     policy_repos: tuple[PolicyRepo, ...] = ()
     console_specs: tuple[str, ...] = ()
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     def resolved_store_path(self) -> Path:
         return self.store_path or default_store_path()
@@ -105,6 +144,13 @@ _SCHEMA: dict[str, Any] = {
     },
     "policy_repo": "*repo",
     "console": {"specs": list},
+    "serve": {
+        "listen": str,
+        "token_file": str,
+        "collision_window": str,
+        "loop_guard": int,
+        "max_body": str,
+    },
 }
 _REPO_SCHEMA = {"path": str, "url": str, "branch": str}
 
@@ -230,6 +276,7 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     cost_limit = rules_raw.get("cost_limit", DEFAULT_COST_LIMIT)
     if isinstance(cost_limit, int) and cost_limit < 1:
         bad("memory.rules.cost_limit", "must be at least 1")
+    serve = _parse_serve(raw.get("serve"), bad, _check_path)
     actions: dict[str, tuple[str, ...]] = {}
     if isinstance(actions_raw, dict):
         for name in ACTION_NAMES:
@@ -269,6 +316,46 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
         rule_miners=tuple(memory.get("rule_miners", ())),
         policy_repos=tuple(repos),
         console_specs=tuple((raw.get("console") or {}).get("specs", ())),
+        serve=serve,
+    )
+
+
+def _parse_serve(table: Any, bad: Any, check_path: Any) -> ServeConfig:
+    """``[serve]`` values (types were checked by the schema); problems go to ``bad``."""
+    if not isinstance(table, dict):
+        return ServeConfig()
+    listen = table.get("listen", DEFAULT_LISTEN)
+    if isinstance(listen, str):
+        host, sep, port = listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            bad("serve.listen", f"must be HOST:PORT with a port 1-65535, got {listen!r}")
+    window = DEFAULT_COLLISION_WINDOW_MS
+    if isinstance(table.get("collision_window"), str):
+        try:
+            window = parse_duration_ms(table["collision_window"])
+        except DurationError as exc:
+            bad("serve.collision_window", str(exc))
+    loop_guard = table.get("loop_guard", DEFAULT_LOOP_GUARD)
+    if isinstance(loop_guard, int) and not 0 <= loop_guard <= 1_000_000:
+        bad("serve.loop_guard", "must be between 0 (off) and 1000000")
+    max_body = DEFAULT_MAX_BODY
+    if isinstance(table.get("max_body"), str):
+        try:
+            max_body = parse_size(table["max_body"])
+        except ValueError as exc:
+            bad("serve.max_body", str(exc))
+        else:
+            if not 1024 <= max_body <= 1024**3:
+                bad("serve.max_body", "must be between 1KiB and 1GiB")
+    token = table.get("token_file")
+    if isinstance(token, str):
+        check_path(token, "serve.token_file")
+    return ServeConfig(
+        listen=listen if isinstance(listen, str) else DEFAULT_LISTEN,
+        token_file=(_expand(token) or Path(token)) if isinstance(token, str) and token else None,
+        collision_window_ms=window,
+        loop_guard=loop_guard if isinstance(loop_guard, int) else DEFAULT_LOOP_GUARD,
+        max_body=max_body,
     )
 
 
@@ -330,6 +417,7 @@ def load_config(path: Path | None = None) -> HarnessConfig:
         rule_miners=parsed.rule_miners,
         policy_repos=parsed.policy_repos,
         console_specs=parsed.console_specs,
+        serve=parsed.serve,
     )
 
 

@@ -19,10 +19,12 @@ from engine.cli import (
     cmd_doctor,
     cmd_evaluate,
     cmd_holds,
+    cmd_hook,
     cmd_journal,
     cmd_metrics,
     cmd_policy,
     cmd_rules,
+    cmd_serve,
 )
 from engine.cli.common import ArgumentParser
 from engine.cli.registry import Program
@@ -42,6 +44,8 @@ PROGRAM = Program(
         cmd_policy.register,
         cmd_doctor.register,
         cmd_metrics.register,
+        cmd_serve.register,
+        cmd_hook.register,
     ),
 )
 

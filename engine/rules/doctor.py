@@ -173,6 +173,24 @@ def _fact_checks(
             f"{dropped} dropped (queue full), {refused} refused (malformed)",
         )
     )
+    serve = {
+        k.removeprefix("serve_"): v
+        for k, v in facts.journal_counters.items()
+        if k.startswith("serve_") and v
+    }
+    if serve or (facts.lease is not None and facts.lease.holder.startswith("serve@")):
+        problems = ("gate_errors", "rows_dropped", "rows_refused", "records_rejected")
+        checks.append(
+            Check(
+                "serve",
+                WARN if any(serve.get(p) for p in problems) else OK,
+                f"{serve.get('gate_errors', 0)} gate answer(s) failed on a store error (HTTP 503), "
+                f"{serve.get('rows_dropped', 0)} row(s) dropped (queue full), "
+                f"{serve.get('rows_refused', 0)} refused, "
+                f"{serve.get('records_rejected', 0)} OTLP record(s) rejected",
+                tuple(f"{k}: {v}" for k, v in sorted(serve.items())),
+            )
+        )
     disabled = tuple(f"{name}: {err}" for name, err in sorted(facts.rule_errors.items()))
     detail = f"{len(disabled)} disabled by their own errors"
     if facts.store_errors:

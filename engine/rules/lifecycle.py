@@ -40,6 +40,7 @@ from engine.rules.holds import (
 )
 from engine.rules.hooks import RowView
 from engine.rules.lease import Lease, LeaseLost
+from engine.rules.stops import record_stop
 from engine.rules.vocab import (
     DISABLED,
     ENFORCED_LEVELS,
@@ -400,6 +401,8 @@ class LifecycleHooks:
         self.simulated = SimulatedHolds()
         self.released: list[Hold] = []
         self._context: dict[tuple[str, int, str], tuple[str, str]] = {}
+        #: (rule, seq) -> (harness, run) of stop fires: the run a stop names (run_stops).
+        self._stop_runs: dict[tuple[str, int], tuple[str, str]] = {}
         #: Returns the current (last good) authority; polled once per committed batch.
         self.watch: Callable[[], Authority] | None = None
         #: Set when a reload changed ``disable``: the evaluator must be rebuilt
@@ -416,6 +419,7 @@ class LifecycleHooks:
             if self.conn is not None:
                 self.lifecycle.state = LifecycleState.load(self.conn)
             self._context.clear()
+            self._stop_runs.clear()
             return self.host
 
         return build
@@ -436,6 +440,8 @@ class LifecycleHooks:
                     harness,
                     render_message(rule.message, row),
                 )
+            if d.effective_level == "stop" and row.get("run") and harness:
+                self._stop_runs[(rule.name, seq)] = (harness, str(row.get("run")))
             # Live: an active stored hold for the pair already covers this fire.
             if (
                 d.effective_level == "hold"
@@ -499,6 +505,28 @@ class LifecycleHooks:
                     at=span.end_at,
                 )
         self.simulated = SimulatedHolds()
+        for f in fires:
+            stopped = self._stop_runs.get((f.rule, f.seq))
+            if f.status == FIRED and f.effective_level == "stop" and stopped is not None:
+                message = next(
+                    (
+                        m
+                        for (r, seq, _), (_, m) in self._context.items()
+                        if (r, seq) == (f.rule, f.seq)
+                    ),
+                    "",
+                )
+                record_stop(
+                    conn,
+                    harness=stopped[0],
+                    run=stopped[1],
+                    rule=f.rule,
+                    fire_id=f.id,
+                    event_seq=f.seq,
+                    at=f.at,
+                    reason=message or f"rule `{f.rule}` fired at seq {f.seq}",
+                )
+        self._stop_runs.clear()
         self.lifecycle.flush(conn)
         self._poll_config()
 

@@ -6,7 +6,7 @@ imported. This module is the one place that imports them all, for whatever
 opens a store for the whole program (the ``harness`` command, the console's
 read models, the test suite): after :func:`register_full_schema` the store
 migrates a new or older store to the latest version and refuses a newer one,
-exactly as it did when it listed the migrations itself (versions 1..4 keep
+exactly as it did when it listed the migrations itself (versions 1..5 keep
 their numbers, names and SQL).
 """
 
@@ -16,6 +16,7 @@ from engine.journal import schema as journal_schema
 from engine.policy import schema as proposals_schema
 from engine.rules import lifecycle_schema
 from engine.rules import schema as rules_schema
+from engine.rules import stops as stops_schema
 from engine.store.migrations import Migration, mark_complete, register_migration
 
 #: Every migration of this program, in version order.
@@ -24,6 +25,7 @@ FULL_SCHEMA: tuple[Migration, ...] = (
     rules_schema.MIGRATION,
     lifecycle_schema.MIGRATION,
     proposals_schema.MIGRATION,
+    stops_schema.MIGRATION,
 )
 
 

@@ -17,6 +17,8 @@ from engine.views.store_schema import FULL_SCHEMA, register_full_schema
 from tests.conftest import ROOT
 
 ALLOWED_BELOW_STORE = ("engine.store", "engine.errors")
+#: The program's latest schema version: whatever the full schema ends with.
+LATEST = FULL_SCHEMA[-1].version
 
 
 def _engine_imports(path: Path) -> list[str]:
@@ -49,13 +51,15 @@ def test_importing_the_store_loads_no_owning_package() -> None:
 
 
 def test_the_full_schema_keeps_the_shipped_versions() -> None:
-    assert [(m.version, m.name) for m in FULL_SCHEMA] == [
+    assert [(m.version, m.name) for m in FULL_SCHEMA][:5] == [
         (1, "journal"),
         (2, "rules"),
         (3, "lifecycle"),
         (4, "proposals"),
+        (5, "run_stops"),
     ]
-    assert register_full_schema() == 4
+    assert [m.version for m in FULL_SCHEMA] == list(range(1, LATEST + 1))
+    assert register_full_schema() == LATEST
     assert migrations.registered() == FULL_SCHEMA
 
 
@@ -73,7 +77,7 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in rows}
 
 
-@pytest.mark.parametrize("old_version", [1, 2, 3, 4])
+@pytest.mark.parametrize("old_version", range(1, LATEST + 1))
 def test_an_existing_store_at_each_shipped_version_migrates_unchanged(
     tmp_path: Path, old_version: int
 ) -> None:
@@ -85,7 +89,7 @@ def test_an_existing_store_at_each_shipped_version_migrates_unchanged(
     conn.close()
     reopened = connect(path)
     try:
-        assert migrations.current_version(reopened) == 4
+        assert migrations.current_version(reopened) == LATEST
         assert {"rule_journal", "rule_fires", "rule_holds", "rule_proposals"} <= _tables(reopened)
         assert reopened.execute("SELECT COUNT(*) FROM rule_journal").fetchone()[0] == 1
     finally:
@@ -95,7 +99,7 @@ def test_an_existing_store_at_each_shipped_version_migrates_unchanged(
 def test_a_fresh_store_gets_the_same_tables_as_the_old_fixed_list(tmp_path: Path) -> None:
     conn = connect(tmp_path / "new.db")
     try:
-        assert migrations.current_version(conn) == 4
+        assert migrations.current_version(conn) == LATEST
         by_steps = sqlite3.connect(":memory:", isolation_level=None)
         migrate(by_steps, FULL_SCHEMA)
         assert _tables(conn) == _tables(by_steps)
@@ -106,7 +110,7 @@ def test_a_fresh_store_gets_the_same_tables_as_the_old_fixed_list(tmp_path: Path
 def test_a_newer_store_is_refused_once_the_full_schema_is_registered(tmp_path: Path) -> None:
     path = tmp_path / "newer.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA user_version = 5")
+    conn.execute(f"PRAGMA user_version = {LATEST + 1}")
     conn.close()
     with pytest.raises(Exception, match="newer than this program knows"):
         connect(path).close()
@@ -138,7 +142,7 @@ def test_a_process_with_only_the_journal_registered_creates_and_reuses_stores(
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split("\n")[:3] == ["['journal']", "1", "4"]
+    assert out.stdout.split("\n")[:3] == ["['journal']", "1", str(LATEST)]
 
 
 def test_creating_a_store_with_nothing_registered_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,0 +1,41 @@
+"""``harness serve [--store PATH] [--listen HOST:PORT] [--policy DIR]``: watch a real fleet.
+
+One process is the journal's writer, the acting evaluator (behind the store
+lease) and an HTTP listener for OTLP logs and Claude Code hooks; see
+:mod:`engine.serve`. Heavy imports (aiohttp, protobuf, CEL) happen in the
+handler so ``harness --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="Take OTLP logs and Claude Code hooks in; gate; /metrics.")
+    p.add_argument("--store", metavar="PATH")
+    p.add_argument(
+        "--listen", metavar="HOST:PORT", help="default: [serve] listen, else 127.0.0.1:4318"
+    )
+    p.add_argument(
+        "--policy", metavar="DIR", action="append", default=[], help="extra rule directory"
+    )
+    p.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from engine.cli.cmd_evaluate import _load
+    from engine.config import resolve_store
+    from engine.serve.server import parse_listen, run
+    from engine.store.db import connect
+
+    config, rules = _load(args)
+    listen = (
+        parse_listen(args.listen)
+        if args.listen
+        else parse_listen(config.serve.listen, "[serve] listen")
+    )
+    store = resolve_store(args.store, config)
+    connect(store).close()  # create and migrate here, so a bad path fails before listening
+    return run(store, config, rules, listen)

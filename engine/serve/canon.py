@@ -1,0 +1,128 @@
+"""Turning agent text into what the journal may hold: digests, identifiers and paths.
+
+The journal never stores agent text (DESIGN.md "Journal"). Everything an
+agent sends that is not an identifier, an enum or a path is reduced here to a
+``sha256:`` digest of its canonical JSON (sorted keys, no whitespace), so the
+same tool call hashes the same whether it arrives as a Claude Code hook
+payload or as an OTLP attribute, and a value that does not fit a journal
+shape is dropped (and counted by the caller), never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+
+from engine.journal.rows import IDENT_RE, MAX_PATH
+
+_ident_match = IDENT_RE.fullmatch
+#: Volatile parts of an error line (hex ids, numbers) that would make the same
+#: failure hash differently each time it happens.
+_VOLATILE = re.compile(r"0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|\d+")
+_SPACE = re.compile(r"\s+")
+
+
+def canonical_json(value: object) -> str:
+    """The canonical JSON text of ``value``: sorted keys, no whitespace, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(value: object) -> str:
+    """``sha256:<hex>`` of the canonical JSON of ``value``."""
+    data = canonical_json(value).encode("utf-8", "surrogatepass")
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def digest_json_text(text: str) -> str:
+    """Digest of a JSON document given as text (OTLP exports arguments that way).
+
+    The text is parsed and re-serialised canonically, so an exporter's key
+    order or spacing does not change the digest; text that is not JSON is
+    hashed as a JSON string.
+    """
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = text
+    return digest(value)
+
+
+def redact_line(text: str) -> str:
+    """The last non-empty line of ``text`` with numbers and hex ids masked.
+
+    Why: cause digests group failures ("the same error again"), so volatile
+    parts such as pids, ports, line numbers and request ids must not count.
+    """
+    last = ""
+    for line in text.splitlines():
+        if line.strip():
+            last = line
+    return _SPACE.sub(" ", _VOLATILE.sub("#", last)).strip()
+
+
+def cause_digest(error: object) -> str | None:
+    """Digest of the redacted last non-empty line of an error (None when there is none)."""
+    if error is None:
+        return None
+    text = error if isinstance(error, str) else canonical_json(error)
+    line = redact_line(text)
+    return digest(line) if line else None
+
+
+_IDENTS: dict[str, bool] = {}
+_IDENTS_MAX = 100_000
+
+
+def ident(value: object) -> str | None:
+    """``value`` when it is a journal identifier, else None (answers cached: fleets repeat ids)."""
+    if type(value) is not str:
+        return None
+    known = _IDENTS.get(value)
+    if known is None:
+        known = _ident_match(value) is not None
+        if len(_IDENTS) >= _IDENTS_MAX:
+            _IDENTS.clear()
+        _IDENTS[value] = known
+    return value if known else None
+
+
+def journal_path(value: object, cwd: object = None) -> str | None:
+    """A path fit for the journal: relative to ``cwd`` when inside it, else as given.
+
+    Returns None for anything that is not a printable path of at most
+    ``MAX_PATH`` characters (such a value is dropped, not stored).
+    """
+    if not isinstance(value, str) or not value:
+        return None
+    path = value
+    if isinstance(cwd, str) and cwd and os.path.isabs(path):
+        base = os.path.normpath(cwd)
+        norm = os.path.normpath(path)
+        if norm == base:
+            path = "."
+        elif norm.startswith(base.rstrip(os.sep) + os.sep):
+            path = norm[len(base.rstrip(os.sep)) + 1 :]
+    if len(path) > MAX_PATH or not path.isprintable():
+        return None
+    return path
+
+
+def project_of(cwd: object) -> str | None:
+    """The basename of the git top-level containing ``cwd`` (None if none or not an id).
+
+    Walks up looking for ``.git`` (a directory, or a file in worktrees) rather
+    than running git, because this runs once per tool call.
+    """
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        return None
+    current = os.path.normpath(cwd)
+    for _ in range(64):
+        if os.path.exists(os.path.join(current, ".git")):
+            return ident(os.path.basename(current))
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    return None

@@ -1,0 +1,180 @@
+"""Rows derived from tool calls: file_edited and collision (graph), the loop guard.
+
+These stand in for the seed's graph source and its loop guard (seed 004,
+"One journal is the only input"): an edit of a path becomes a graph_event
+``file_edited``; an edit of a path another harness edited within
+``[serve] collision_window`` also becomes a ``collision`` naming that harness;
+and ``[serve] loop_guard`` identical tool calls (same tool, same args digest)
+in an unbroken streak of one run become a ``loop_stopped`` row from source
+``loopguard``, after which that run is stopped. The loop guard is fixed code,
+not a rule, exactly as the seed keeps it; rules see its trips as input.
+
+State is in memory and bounded: serve keeps one :class:`Deriver` for its life;
+``harness hook claude-code`` (one process per call) seeds one from the store
+with :meth:`Deriver.seed_streak` and :meth:`Deriver.seed_editors`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from engine.journal.rows import INSERT_INDEX, InsertRow, check_values
+
+#: Tools whose calls edit the file named in their input.
+EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
+#: Codex's patch tool; its paths are read from the patch headers.
+PATCH_TOOLS = frozenset({"apply_patch"})
+DEFAULT_LOOP_GUARD = 8
+DEFAULT_COLLISION_WINDOW_MS = 10 * 60_000
+MAX_RUNS = 10_000
+MAX_PATHS = 20_000
+_PATCH_HEADERS = ("*** Update File: ", "*** Add File: ", "*** Delete File: ", "*** Move to: ")
+
+
+def make_row(typ: str, source: str, **fields: object) -> InsertRow:
+    """An insert tuple (``at`` 0: the committer assigns it) checked against the journal shapes.
+
+    Raises :class:`engine.journal.rows.RowError` naming the field: a row that
+    does not fit is refused here, before it can reach the queue.
+    """
+    kind = "graph_event" if typ in ("file_edited", "collision", "churn") else "run_event"
+    values: list[object] = [0, kind, typ, source, *([None] * 11)]
+    for name, value in fields.items():
+        if value is not None:
+            values[INSERT_INDEX[name]] = value
+    row = tuple(values)
+    check_values(row)
+    return row
+
+
+def patch_paths(patch: object) -> list[str]:
+    """File paths named by an ``apply_patch`` patch's headers (in order, unique)."""
+    if not isinstance(patch, str):
+        return []
+    out: list[str] = []
+    for line in patch.splitlines():
+        for head in _PATCH_HEADERS:
+            if line.startswith(head):
+                path = line[len(head) :].strip()
+                if path and path not in out:
+                    out.append(path)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LoopTrip:
+    """The loop guard tripped: the run to stop and why (identifiers and counts only)."""
+
+    harness: str
+    run: str | None
+    tool: str
+    count: int
+
+
+@dataclass(slots=True)
+class Deriver:
+    """Derive graph and loop-guard rows from tool calls (one instance per process)."""
+
+    loop_guard: int = DEFAULT_LOOP_GUARD
+    collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS
+    #: (harness, run) -> (tool, args_digest, streak length)
+    streaks: OrderedDict[tuple[str, str | None], tuple[str, str, int]] = field(
+        default_factory=OrderedDict
+    )
+    #: path -> {harness: last edit time in ms}
+    editors: OrderedDict[str, dict[str, int]] = field(default_factory=OrderedDict)
+
+    def seed_streak(
+        self, harness: str, run: str | None, tool: str, args_digest: str, count: int
+    ) -> None:
+        self.streaks[(harness, run)] = (tool, args_digest, count)
+
+    def seed_editors(self, path: str, editors: dict[str, int]) -> None:
+        self.editors[path] = dict(editors)
+
+    def edits(
+        self,
+        *,
+        harness: str,
+        project: str | None,
+        run: str | None,
+        paths: Iterable[str],
+        now_ms: int,
+    ) -> list[InsertRow]:
+        """file_edited rows for ``paths`` and a collision row per other recent editor."""
+        out: list[InsertRow] = []
+        since = now_ms - self.collision_window_ms
+        for path in paths:
+            out.append(
+                make_row(
+                    "file_edited",
+                    "graph",
+                    harness=harness,
+                    project=project,
+                    run=run,
+                    path=path,
+                    n=1,
+                )
+            )
+            seen = self.editors.pop(path, {})
+            for other, at in sorted(seen.items()):
+                if other != harness and at > since:
+                    out.append(
+                        make_row(
+                            "collision",
+                            "graph",
+                            harness=harness,
+                            project=project,
+                            run=run,
+                            path=path,
+                            other_harness=other,
+                            n=1,
+                        )
+                    )
+            recent = {h: at for h, at in seen.items() if at > since}
+            recent[harness] = now_ms
+            self.editors[path] = recent
+            while len(self.editors) > MAX_PATHS:
+                self.editors.popitem(last=False)
+        return out
+
+    def loop(
+        self,
+        *,
+        harness: str,
+        project: str | None,
+        run: str | None,
+        tool: str,
+        args_digest: str | None,
+    ) -> tuple[list[InsertRow], LoopTrip | None]:
+        """Count this call into its run's streak; at ``loop_guard`` emit loop_stopped.
+
+        A call without an args digest breaks the streak (nothing says it is
+        identical). The trip fires once, when the streak reaches the limit.
+        """
+        key = (harness, run)
+        if self.loop_guard <= 0:
+            return [], None
+        if args_digest is None:
+            self.streaks.pop(key, None)
+            return [], None
+        prev = self.streaks.pop(key, None)
+        count = prev[2] + 1 if prev is not None and prev[:2] == (tool, args_digest) else 1
+        self.streaks[key] = (tool, args_digest, count)
+        while len(self.streaks) > MAX_RUNS:
+            self.streaks.popitem(last=False)
+        if count != self.loop_guard:
+            return [], None
+        row = make_row(
+            "loop_stopped",
+            "loopguard",
+            harness=harness,
+            project=project,
+            run=run,
+            tool=tool,
+            args_digest=args_digest,
+            n=count,
+        )
+        return [row], LoopTrip(harness, run, tool, count)

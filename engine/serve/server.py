@@ -1,0 +1,165 @@
+"""Starting and stopping ``harness serve``: listener checks, the token, signals, clean shutdown.
+
+A listener on anything but loopback refuses to start unless ``[serve]
+token_file`` names a regular file readable only by its owner (mode ``0600``
+or stricter, owned by this user): a token another local user can read is no
+secret. SIGTERM and SIGINT stop the listener, drain the admission queue and
+release the lease, within 5 seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import signal
+import stat
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import HarnessConfig
+from engine.errors import Diagnostic, InputError, Location
+
+MAX_TOKEN_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_listen(text: str, where: str = "--listen") -> Listen:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise InputError(
+            f"{where} {text!r}: expected HOST:PORT (port 0-65535)",
+            title="Bad listen address",
+            diagnostics=[Diagnostic("expected HOST:PORT", Location(where), path=where)],
+        )
+    return Listen(host.strip("[]"), int(port))
+
+
+def read_token(path: Path) -> str:
+    """The bearer token from ``path``, refusing a file others can read or that is not ours."""
+
+    def refuse(why: str) -> InputError:
+        return InputError(
+            f"[serve] token_file {path}: {why}",
+            title="Unusable token file",
+            diagnostics=[Diagnostic(why, Location(str(path)), path="serve.token_file")],
+        )
+
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise refuse(f"cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise refuse("not a regular file")
+    if info.st_uid != os.getuid():
+        raise refuse("not owned by this user")
+    if info.st_mode & 0o077:
+        raise refuse(f"readable by others (mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it")
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_TOKEN_BYTES + 1)
+    token = raw.decode("utf-8", "replace").strip()
+    if not token or len(raw) > MAX_TOKEN_BYTES or not token.isprintable() or " " in token:
+        raise refuse("must hold one token of printable characters without spaces (≤ 4 KiB)")
+    return token
+
+
+def check_listener(listen: Listen, config: HarnessConfig) -> str | None:
+    """The token to require (None: none), or InputError when the listener would be open."""
+    token_file = config.serve.token_file
+    if token_file is not None:
+        return read_token(token_file)
+    if not listen.loopback:
+        raise InputError(
+            f"refusing to listen on {listen.host}:{listen.port} without a token: set "
+            "[serve] token_file in harness.toml to a file readable only by you",
+            title="Open listener refused",
+        )
+    return None
+
+
+async def _serve(
+    store: Path, config: HarnessConfig, rules: Sequence[Any], listen: Listen, token: str | None
+) -> int:
+    from aiohttp import web
+
+    from engine.serve.app import MAX_HEADER_LINE, build_app
+    from engine.serve.metrics import ServeMetrics
+    from engine.serve.runtime import ServeRuntime
+
+    # The event loop shares the GIL with the committer and evaluator threads; a
+    # shorter switch interval bounds how long a request waits for it.
+    sys.setswitchinterval(0.0005)
+    runtime = ServeRuntime(store, config, rules, ServeMetrics())
+    runtime.start()
+    app = build_app(
+        runtime,
+        token=token,
+        max_body=config.serve.max_body,
+        loop_guard=config.serve.loop_guard,
+        collision_window_ms=config.serve.collision_window_ms,
+    )
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        max_line_size=MAX_HEADER_LINE,
+        max_field_size=MAX_HEADER_LINE,
+        auto_decompress=False,  # /v1/logs decompresses itself, capped at max_body
+        shutdown_timeout=1.0,
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, listen.host, listen.port)
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        runtime.close()
+        raise InputError(
+            f"cannot listen on {listen.host}:{listen.port}: {exc.strerror or exc}",
+            title="Cannot listen",
+        ) from None
+    bound = getattr(site, "_server", None)  # aiohttp keeps the bound server there
+    sockets = getattr(bound, "sockets", None) or []
+    port = sockets[0].getsockname()[1] if sockets else listen.port
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sys.stderr.write(
+        f"harness serve: listening on http://{listen.host}:{port} (store {store}"
+        + (", bearer token required" if token else "")
+        + ")\n"
+    )
+    sys.stderr.flush()
+    await stop.wait()
+    sys.stderr.write("harness serve: stopping (draining the queue, releasing the lease)\n")
+    await runner.cleanup()
+    await loop.run_in_executor(None, runtime.close)
+    stats = runtime.writer.stats()
+    sys.stderr.write(
+        f"harness serve: stopped; {stats.admitted} row(s) admitted, {stats.dropped} dropped\n"
+    )
+    return 0
+
+
+def run(store: Path, config: HarnessConfig, rules: Sequence[Any], listen: Listen) -> int:
+    """Run serve until SIGTERM/SIGINT; InputError for a refused listener or token."""
+    token = check_listener(listen, config)
+    return asyncio.run(_serve(store, config, rules, listen, token))
