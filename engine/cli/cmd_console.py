@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from importlib import metadata
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 #: Where the console registers its entry function (see ``pyproject.toml``).
 PLUGIN_GROUP = "harness_console.plugins"
@@ -52,6 +54,8 @@ def register(sub: Any) -> None:
 
 def console_entry() -> metadata.EntryPoint:
     """The registered ``harness_console.plugins``/``console`` entry point, else the default."""
+    from importlib import metadata  # only when the console opens: it is slow to import
+
     found = metadata.entry_points(group=PLUGIN_GROUP, name=CONSOLE_ENTRY)
     for entry in found:
         return entry

@@ -16,7 +16,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from engine.cli.common import EXIT_USAGE, ArgumentParser, dispatch
@@ -29,6 +28,10 @@ DISTRIBUTION = "harness-console"
 
 def package_version() -> str:
     """The installed distribution's version; the source tree's when it is not installed."""
+    # Imported here: importlib.metadata costs more start-up than the rest of the
+    # parser, and only ``--version`` needs it (``harness hook`` runs per tool call).
+    from importlib import metadata
+
     try:
         return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
@@ -47,9 +50,7 @@ class Program:
 
     def build_parser(self) -> ArgumentParser:
         parser = ArgumentParser(prog=self.prog, description=self.description)
-        parser.add_argument(
-            "--version", action="version", version=f"{self.prog} {package_version()}"
-        )
+        parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
         sub = parser.add_subparsers(title="commands", metavar="COMMAND")
         for register in self.commands:
             register(sub)
@@ -57,6 +58,20 @@ class Program:
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         return dispatch(self.build_parser(), argv)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looking the version up only when asked (argparse's own action needs it
+    while the parser is built)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("nargs", 0)
+        kwargs.setdefault("default", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        sys.stdout.write(f"{parser.prog} {package_version()}\n")
+        parser.exit()
 
 
 def group_help(group: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
