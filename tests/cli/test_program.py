@@ -33,7 +33,7 @@ def test_version_is_the_installed_one_or_the_source_trees(
     def missing(_name: str) -> str:
         raise metadata.PackageNotFoundError(_name)
 
-    monkeypatch.setattr(registry.metadata, "version", missing)
+    monkeypatch.setattr(metadata, "version", missing)
     import engine
 
     monkeypatch.setattr(engine, "__version__", "9.9.9", raising=False)
@@ -89,14 +89,14 @@ def test_console_opens_through_a_registered_entry_point(
         value = "tests.cli.test_program:_fake_console"
         return [metadata.EntryPoint(name="console", value=value, group=select["group"])]
 
-    monkeypatch.setattr(cmd_console.metadata, "entry_points", fake_entry_points)
+    monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
     assert harness.main(["console", "--store", str(tmp_path / "j.db")]) == 7
     assert seen["select"] == {"group": "harness_console.plugins", "name": "console"}
     assert _CALLS and _CALLS[-1].store_path == tmp_path / "j.db"
 
 
 def test_console_entry_falls_back_to_the_declared_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cmd_console.metadata, "entry_points", lambda **_s: [])
+    monkeypatch.setattr(metadata, "entry_points", lambda **_s: [])
     entry = cmd_console.console_entry()
     assert (entry.group, entry.name, entry.value) == (
         "harness_console.plugins",
