@@ -1,13 +1,14 @@
 """Journal tables (migration 1). Columns of ``rule_journal`` are pinned in DESIGN.md.
 
-Indexes: every index slows admission, so there are exactly two. Both end in
+Indexes: every index slows admission, so there are exactly three (the third, migration 5,
+serves the backtest prefilter; see SCHEMA_V5_PREFILTER). The first two end in
 ``at`` so a window ``at > now - w`` is a range scan: ``(harness, type, at)``
 serves per-harness aggregates (restarts, verify failures, loop trips) and the
 console's per-harness views; ``(type, at)`` serves fleet-wide aggregates,
 ``stats`` and ``explain``. ``seq`` is the rowid; since ``at`` is
 non-decreasing in ``seq``, a time bound on the whole table is found by binary
-search over ``seq`` (``engine.journal.reader.seq_at_or_after``) rather than a
-third index.
+search over ``seq`` (``engine.journal.reader.seq_at_or_after``) rather than an
+index on ``at`` alone.
 
 ``journal_counters`` persists what other processes need to see: ``dropped``
 and ``refused`` (doctor, metrics, stats), and the committer's high-water marks
@@ -40,4 +41,13 @@ CREATE TABLE journal_counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 ) WITHOUT ROWID
+"""
+
+#: Migration 5: the backtest prefilter's index. A rule's necessary condition
+#: always names its ``kind`` and usually its ``type``; entries of this index
+#: are ordered (kind, type, seq), so "every tick" or "these types of this
+#: kind" are range scans, and rows of one (kind, type) come back in seq order
+#: without a sort (``engine.rules.prefilter``).
+SCHEMA_V5_PREFILTER = """
+CREATE INDEX IF NOT EXISTS rule_journal_kind_type ON rule_journal (kind, type, seq)
 """

@@ -20,6 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from engine.durations import DurationError, format_duration_ms, parse_duration_ms
@@ -28,6 +29,7 @@ from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError, fast_host_
 from engine.rules.fires import Fire
 from engine.rules.model import CompiledRule
 from engine.rules.policy import DefaultPolicy, FirePolicy
+from engine.rules.prefilter import CandidatePlan, candidate_plan
 from engine.rules.window import ROW_SELECT, WindowIndex
 
 ON_RECORDED_HISTORY = (
@@ -45,8 +47,8 @@ BATCH = 20_000
 class Progress:
     """Where a running backtest is (for a progress bar or the console)."""
 
-    rows_done: int
-    rows_total: int
+    rows_done: int  # candidate rows read so far
+    rows_total: int  # candidate rows in the range (every row when nothing is filtered)
     fires: int
     seq: int
 
@@ -68,7 +70,8 @@ class BacktestResult:
 
     rules: tuple[tuple[str, str], ...]  # (name, hash)
     range: SeqRange
-    rows_evaluated: int
+    rows_scanned: int  # rows of the range read from the store (the prefilter's candidates)
+    rows_evaluated: int  # rows on which at least one rule's condition ran
     fires: tuple[Fire, ...]
     rule_errors: tuple[RuleError, ...] = ()
     store_errors: int = 0
@@ -99,6 +102,7 @@ class BacktestResult:
                 "first_at": self.range.first_at,
                 "last_at": self.range.last_at,
             },
+            "rows_scanned": self.rows_scanned,
             "rows_evaluated": self.rows_evaluated,
             "cancelled": self.cancelled,
             "fires": [
@@ -143,7 +147,8 @@ class BacktestResult:
             "Backtest on recorded history",
             f"rows: seq {r.first_seq}..{r.last_seq} ({r.rows} rows"
             + (f", {_iso(r.first_at)} .. {_iso(r.last_at)})" if r.rows else ")")
-            + (f"  CANCELLED after {self.rows_evaluated} rows" if self.cancelled else ""),
+            + (f"  CANCELLED after {self.rows_scanned} rows" if self.cancelled else ""),
+            f"read {self.rows_scanned} candidate row(s), evaluated rules on {self.rows_evaluated}",
         ]
         if not r.rows:
             lines.append("  no journal rows in this range: nothing was evaluated")
@@ -298,6 +303,14 @@ def resolve_range(
 # -- the replay --------------------------------------------------------------------------
 
 
+def candidate_plan_for(
+    rules: Sequence[CompiledRule], host: object, policy: FirePolicy
+) -> CandidatePlan:
+    """The rows a replay of ``rules`` must read (every row unless the host is the window index)."""
+    filters = host.feed_filters() if isinstance(host, WindowIndex) else None
+    return candidate_plan(rules, filters, policy.row_kinds)
+
+
 def run_backtest(
     conn: sqlite3.Connection,
     rules: Sequence[CompiledRule],
@@ -308,33 +321,46 @@ def run_backtest(
     cancel: threading.Event | None = None,
     batch: int = BATCH,
     host_factory: Callable[[Sequence[CompiledRule]], EvalHost] | None = None,
+    prefilter: bool = True,
 ) -> BacktestResult:
-    """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches."""
+    """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches.
+
+    With ``prefilter`` (the default) only candidate rows are read: rows some
+    rule's prefilter admits, rows the window index keeps and rows of the kinds
+    the policy watches (ticks, for holds), merged in seq order. Every other
+    row would be fed to nothing and evaluated by no rule, so the fires are the
+    same; ``prefilter=False`` reads every row (the reference for that claim).
+    """
+    policy = policy or DefaultPolicy()
     host = (host_factory or fast_host_for)(rules)
-    core = RowEvaluator(rules, host, policy or DefaultPolicy(), conn=None)
+    core = RowEvaluator(rules, host, policy, conn=None)
     names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
+    plan = candidate_plan_for(rules, host, policy) if prefilter else CandidatePlan(None)
     fires: list[Fire] = []
     done = 0
     cancelled = False
+    total = seq_range.rows
     if seq_range.rows:
         max_window = max((p.window_ms for cr in rules for p in cr.rule.primitives), default=0)
         if max_window and isinstance(host, WindowIndex):
-            warm = conn.execute(
-                ROW_SELECT + " WHERE seq < ? AND at > ? ORDER BY seq",
+            warm = plan.rows(
+                conn,
+                ROW_SELECT,
+                "seq < ? AND at > ?",
                 (seq_range.first_seq, seq_range.first_at - max_window),
             )
             for row in warm:
                 host.feed(row)
-        cur = conn.execute(
-            ROW_SELECT + " WHERE seq BETWEEN ? AND ? ORDER BY seq",
-            (seq_range.first_seq, seq_range.last_seq),
-        )
+        bound = ("seq BETWEEN ? AND ?", (seq_range.first_seq, seq_range.last_seq))
+        if progress is not None and not plan.everything:
+            total = plan.count(conn, *bound)
+        rows_iter = plan.rows(conn, ROW_SELECT, *bound)
         process = core.process
         while True:
             if cancel is not None and cancel.is_set():
                 cancelled = True
                 break
-            rows = cur.fetchmany(batch)
+            rows = list(islice(rows_iter, batch))
             if not rows:
                 break
             for row in rows:
@@ -343,12 +369,15 @@ def run_backtest(
                     fires.extend(found)
             done += len(rows)
             if progress is not None:
-                progress(Progress(done, seq_range.rows, len(fires), int(rows[-1][0])))
-        cur.close()
+                progress(Progress(done, total, len(fires), int(rows[-1][0])))
+        close = getattr(rows_iter, "close", None)
+        if close is not None:
+            close()
     return BacktestResult(
         rules=names,
         range=seq_range,
-        rows_evaluated=done,
+        rows_scanned=done,
+        rows_evaluated=core.rows_evaluated,
         fires=tuple(fires),
         rule_errors=tuple(core.rule_errors),
         store_errors=len(core.store_errors),

@@ -23,6 +23,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[], str]], ...] = (
     (2, "rules", lambda: rules_schema.SCHEMA_V1),
     (3, "lifecycle", lambda: lifecycle_schema.SCHEMA_V1),
     (4, "proposals", lambda: policy_schema.SCHEMA_V1),
+    (5, "prefilter index", lambda: journal_schema.SCHEMA_V5_PREFILTER),
 )
 
 
