@@ -45,9 +45,9 @@ CREATE TABLE journal_counters (
 
 #: Migration 5: the backtest prefilter's index. A rule's necessary condition
 #: always names its ``kind`` and usually its ``type``; entries of this index
-#: are ordered (kind, type, seq), so "every tick" or "these types of this
+#: are ordered (kind, type, seq) (``seq`` is the rowid every index ends in), so "every tick" or "these types of this
 #: kind" are range scans, and rows of one (kind, type) come back in seq order
 #: without a sort (``engine.rules.prefilter``).
 SCHEMA_V5_PREFILTER = """
-CREATE INDEX IF NOT EXISTS rule_journal_kind_type ON rule_journal (kind, type, seq)
+CREATE INDEX IF NOT EXISTS rule_journal_kind_type ON rule_journal (kind, type)
 """
