@@ -153,6 +153,9 @@ def test_cli_backtest_by_file_and_by_name(
     assert out["rules"][0]["name"] == "candidate"
     assert out["range"]["rows"] == 1260
     assert len(out["fires"]) == 58  # restarts 3..60, each with >= 3 in the last hour
+    # The saving is visible: the 60 restarts plus the 600 ticks holds need are read,
+    # not the 600 tool calls, and the rule ran on the restarts only.
+    assert (out["rows_scanned"], out["rows_evaluated"]) == (660, 60)
     code = harness(
         ["rules", "backtest", "restart_same_error", "--store", str(store_path), "--since", "2h"]
     )
