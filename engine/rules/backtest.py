@@ -7,6 +7,12 @@ primitive see a row after the one evaluated. Rows from before the range that
 still fall inside the longest window are fed to the window index first (not
 evaluated), exactly what the live evaluator's index held at that point.
 
+Cost follows the rows a rule can match: only candidate rows are read (see
+:mod:`engine.rules.prefilter`): rows some rule's proven condition admits, rows
+the window index keeps, and rows of the kinds the policy watches (ticks, for
+holds). Any other row would be evaluated by no rule and counted by no
+aggregate, so skipping it changes no fire.
+
 What it cannot do, and says so: results are on recorded history (after a
 would-be hold the recorded history went on as it happened), and a rule about
 something that never happened backtests silent.
