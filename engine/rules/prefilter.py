@@ -65,7 +65,11 @@ class Prefilter:
 
     def term(self) -> Term:
         """The SQL-side form: kind plus the conditions (see :class:`CandidatePlan`)."""
-        return Term(tuple(sorted((("kind", frozenset({self.kind})), *self.conditions))))
+        kinds = frozenset({self.kind})
+        if (also := self.get("kind")) is not None:
+            kinds &= also  # the rule also tests event.kind: both must hold
+        rest = [c for c in self.conditions if c[0] != "kind"]
+        return Term(tuple(sorted((("kind", kinds), *rest))))
 
 
 def derive(root: Node, refs: Mapping[int, str] | None, kind: str) -> Prefilter:

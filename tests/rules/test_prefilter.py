@@ -102,6 +102,13 @@ def test_a_tick_rule_keeps_its_kind() -> None:
     assert got.term().conditions == (("kind", frozenset({"tick"})), ("type", frozenset({"tick"})))
 
 
+def test_a_kind_test_in_the_rule_narrows_its_kind() -> None:
+    assert prefilter('event.kind == "run_event"').term().conditions == (
+        ("kind", frozenset({"run_event"})),
+    )
+    assert prefilter('event.kind == "tick"').term().conditions == (("kind", frozenset()),)
+
+
 def test_the_loader_attaches_the_prefilter_and_for_rule_derives_a_missing_one() -> None:
     rule = make_rule("r", 'event.type in ["restart", "loop_stopped"] && has(event.run)')
     assert isinstance(rule.prefilter, Prefilter)
