@@ -238,7 +238,8 @@ class BacktestPane(Vertical):
         res = run.result
         status = "[yellow]cancelled[/] " if res.cancelled else ""
         lines = [
-            f"{status}[b]{len(res.fires)} would-be fires[/b] over {res.rows_evaluated:,} rows"
+            f"{status}[b]{len(res.fires)} would-be fires[/b] over {res.range.rows:,} rows"
+            f" ({res.rows_scanned:,} candidate rows read)"
             " (on recorded history; a rule about something that never happened backtests silent)",
             "by status: " + (", ".join(f"{s} {n}" for s, n in run.by_status.items()) or "none"),
         ]

@@ -104,7 +104,8 @@ def _progress_bar(total: int) -> tuple[Callable[[Any], None], Callable[[], None]
     bar.start()
 
     def update(p: Any) -> None:
-        bar.update(task, completed=p.rows_done, fires=p.fires)
+        # The total is the prefilter's candidate rows, known once the replay starts.
+        bar.update(task, completed=p.rows_done, total=p.rows_total, fires=p.fires)
 
     def stop() -> None:
         bar.stop()

@@ -1,13 +1,14 @@
-"""Journal tables (migration 1). Columns of ``rule_journal`` are pinned in DESIGN.md.
+"""Journal tables (migrations 1 and 6). Columns of ``rule_journal`` are pinned in DESIGN.md.
 
-Indexes: every index slows admission, so there are exactly two. Both end in
+Indexes: every index slows admission, so there are exactly three (the third, migration 6,
+serves the backtest prefilter; see SCHEMA_PREFILTER_INDEX). The first two end in
 ``at`` so a window ``at > now - w`` is a range scan: ``(harness, type, at)``
 serves per-harness aggregates (restarts, verify failures, loop trips) and the
 console's per-harness views; ``(type, at)`` serves fleet-wide aggregates,
 ``stats`` and ``explain``. ``seq`` is the rowid; since ``at`` is
 non-decreasing in ``seq``, a time bound on the whole table is found by binary
-search over ``seq`` (``engine.journal.reader.seq_at_or_after``) rather than a
-third index.
+search over ``seq`` (``engine.journal.reader.seq_at_or_after``) rather than an
+index on ``at`` alone.
 
 ``journal_counters`` persists what other processes need to see: ``dropped``
 and ``refused`` (doctor, metrics, stats), and the committer's high-water marks
@@ -15,7 +16,7 @@ and ``refused`` (doctor, metrics, stats), and the committer's high-water marks
 ``seq`` never restarts and ``at`` never goes back after old rows are deleted.
 """
 
-from engine.store.migrations import register_migration
+from engine.store.migrations import Migration, register_migration
 
 SCHEMA_V1 = """
 CREATE TABLE rule_journal (
@@ -46,3 +47,16 @@ CREATE TABLE journal_counters (
 
 #: Handed to the store on import (the store never imports this package).
 MIGRATION = register_migration(1, "journal", SCHEMA_V1)
+
+#: Migration 6: the backtest prefilter's index. A rule's necessary condition
+#: always names its ``kind`` and usually its ``type``; entries of this index
+#: are ordered (kind, type, seq) (``seq`` is the rowid every index ends in), so
+#: "every tick" or "these types of this kind" are range scans, and rows of one
+#: (kind, type) come back in seq order without a sort (``engine.rules.prefilter``).
+SCHEMA_PREFILTER_INDEX = """
+CREATE INDEX IF NOT EXISTS rule_journal_kind_type ON rule_journal (kind, type)
+"""
+
+#: Registered by ``engine.views.store_schema`` with the full schema, not on import: a
+#: journal-only process (a source's writer) registers version 1 alone, with no gap.
+MIGRATION_PREFILTER_INDEX = Migration(6, "prefilter_index", SCHEMA_PREFILTER_INDEX)

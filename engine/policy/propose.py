@@ -48,7 +48,7 @@ def backtest_summary(result: BacktestResult, days: int) -> dict[str, Any]:
     return {
         "on_recorded_history": True,
         "days": days,
-        "rows": result.rows_evaluated,
+        "rows": result.rows_scanned if result.cancelled else result.range.rows,
         "first_seq": rng.first_seq,
         "last_seq": rng.last_seq,
         "fires": len(result.fires),

@@ -7,6 +7,12 @@ primitive see a row after the one evaluated. Rows from before the range that
 still fall inside the longest window are fed to the window index first (not
 evaluated), exactly what the live evaluator's index held at that point.
 
+Cost follows the rows a rule can match: only candidate rows are read (see
+:mod:`engine.rules.prefilter`): rows some rule's proven condition admits, rows
+the window index keeps, and rows of the kinds the fire hooks watch (ticks, for
+holds). Any other row would be evaluated by no rule and counted by no
+aggregate, so skipping it changes no fire.
+
 What it cannot do, and says so: results are on recorded history (after a
 would-be hold the recorded history went on as it happened), and a rule about
 something that never happened backtests silent.
@@ -20,6 +26,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from engine.durations import DurationError, format_duration_ms, parse_duration_ms
@@ -28,6 +35,7 @@ from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError, fast_host_
 from engine.rules.fires import Fire
 from engine.rules.hooks import DefaultHooks, FireHooks
 from engine.rules.model import CompiledRule
+from engine.rules.prefilter import CandidatePlan, candidate_plan
 from engine.rules.window import ROW_SELECT, WindowIndex
 from engine.timefmt import iso_ms
 
@@ -46,8 +54,8 @@ BATCH = 20_000
 class Progress:
     """Where a running backtest is (for a progress bar or the console)."""
 
-    rows_done: int
-    rows_total: int
+    rows_done: int  # candidate rows read so far
+    rows_total: int  # candidate rows in the range (every row when nothing is filtered)
     fires: int
     seq: int
 
@@ -69,7 +77,8 @@ class BacktestResult:
 
     rules: tuple[tuple[str, str], ...]  # (name, hash)
     range: SeqRange
-    rows_evaluated: int
+    rows_scanned: int  # rows of the range read from the store (the prefilter's candidates)
+    rows_evaluated: int  # rows on which at least one rule's condition ran
     fires: tuple[Fire, ...]
     rule_errors: tuple[RuleError, ...] = ()
     store_errors: int = 0
@@ -100,6 +109,7 @@ class BacktestResult:
                 "first_at": self.range.first_at,
                 "last_at": self.range.last_at,
             },
+            "rows_scanned": self.rows_scanned,
             "rows_evaluated": self.rows_evaluated,
             "cancelled": self.cancelled,
             "fires": [
@@ -144,7 +154,8 @@ class BacktestResult:
             "Backtest on recorded history",
             f"rows: seq {r.first_seq}..{r.last_seq} ({r.rows} rows"
             + (f", {iso_ms(r.first_at)} .. {iso_ms(r.last_at)})" if r.rows else ")")
-            + (f"  CANCELLED after {self.rows_evaluated} rows" if self.cancelled else ""),
+            + (f"  CANCELLED after {self.rows_scanned} rows" if self.cancelled else ""),
+            f"read {self.rows_scanned} candidate row(s), evaluated rules on {self.rows_evaluated}",
         ]
         if not r.rows:
             lines.append("  no journal rows in this range: nothing was evaluated")
@@ -295,6 +306,14 @@ def resolve_range(
 # -- the replay --------------------------------------------------------------------------
 
 
+def candidate_plan_for(
+    rules: Sequence[CompiledRule], host: object, hooks: FireHooks
+) -> CandidatePlan:
+    """The rows a replay of ``rules`` must read (every row unless the host is the window index)."""
+    filters = host.feed_filters() if isinstance(host, WindowIndex) else None
+    return candidate_plan(rules, filters, hooks.row_kinds)
+
+
 def run_backtest(
     conn: sqlite3.Connection,
     rules: Sequence[CompiledRule],
@@ -305,33 +324,46 @@ def run_backtest(
     cancel: threading.Event | None = None,
     batch: int = BATCH,
     host_factory: Callable[[Sequence[CompiledRule]], EvalHost] | None = None,
+    prefilter: bool = True,
 ) -> BacktestResult:
-    """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches."""
+    """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches.
+
+    With ``prefilter`` (the default) only candidate rows are read: rows some
+    rule's prefilter admits, rows the window index keeps and rows of the kinds
+    the fire hooks watch (ticks, for holds), merged in seq order. Every other
+    row would be fed to nothing and evaluated by no rule, so the fires are the
+    same; ``prefilter=False`` reads every row (the reference for that claim).
+    """
+    hooks = hooks or DefaultHooks()
     host = (host_factory or fast_host_for)(rules)
     core = RowEvaluator(rules, host, hooks or DefaultHooks(), conn=None)
     names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
+    plan = candidate_plan_for(rules, host, hooks) if prefilter else CandidatePlan(None)
     fires: list[Fire] = []
     done = 0
     cancelled = False
+    total = seq_range.rows
     if seq_range.rows:
         max_window = max((p.window_ms for cr in rules for p in cr.rule.primitives), default=0)
         if max_window and isinstance(host, WindowIndex):
-            warm = conn.execute(
-                ROW_SELECT + " WHERE seq < ? AND at > ? ORDER BY seq",
+            warm = plan.rows(
+                conn,
+                ROW_SELECT,
+                "seq < ? AND at > ?",
                 (seq_range.first_seq, seq_range.first_at - max_window),
             )
             for row in warm:
                 host.feed(row)
-        cur = conn.execute(
-            ROW_SELECT + " WHERE seq BETWEEN ? AND ? ORDER BY seq",
-            (seq_range.first_seq, seq_range.last_seq),
-        )
+        bound = ("seq BETWEEN ? AND ?", (seq_range.first_seq, seq_range.last_seq))
+        if progress is not None and not plan.everything:
+            total = plan.count(conn, *bound)
+        rows_iter = plan.rows(conn, ROW_SELECT, *bound)
         process = core.process
         while True:
             if cancel is not None and cancel.is_set():
                 cancelled = True
                 break
-            rows = cur.fetchmany(batch)
+            rows = list(islice(rows_iter, batch))
             if not rows:
                 break
             for row in rows:
@@ -340,12 +372,15 @@ def run_backtest(
                     fires.extend(found)
             done += len(rows)
             if progress is not None:
-                progress(Progress(done, seq_range.rows, len(fires), int(rows[-1][0])))
-        cur.close()
+                progress(Progress(done, total, len(fires), int(rows[-1][0])))
+        close = getattr(rows_iter, "close", None)
+        if close is not None:
+            close()
     return BacktestResult(
         rules=names,
         range=seq_range,
-        rows_evaluated=done,
+        rows_scanned=done,
+        rows_evaluated=core.rows_evaluated,
         fires=tuple(fires),
         rule_errors=tuple(core.rule_errors),
         store_errors=len(core.store_errors),

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from engine.rules.fires import Fire, insert_fires
 from engine.rules.hooks import DefaultHooks, FireHooks
 from engine.rules.model import CompiledRule, Rule
+from engine.rules.prefilter import for_rule
 from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex, plan_rule
 from engine.store.txn import immediate
 
@@ -117,6 +118,7 @@ class RowEvaluator:
     hooks: FireHooks = field(default_factory=DefaultHooks)
     disabled: dict[str, str] = field(default_factory=dict)
     evaluations: int = 0
+    rows_evaluated: int = 0
     rule_errors: list[RuleError] = field(default_factory=list)
     store_errors: list[StoreErrorRecord] = field(default_factory=list)
     conn: sqlite3.Connection | None = None
@@ -124,14 +126,12 @@ class RowEvaluator:
     def __post_init__(self) -> None:
         self._by_kind: dict[str, list[tuple[_Entry, frozenset[str] | None]]] = {}
         for cr in self.rules:
-            plan = plan_rule(cr.rule)
-            type_guard = None
-            guards = []
-            for name, values in plan.guards:
-                if name == "type":
-                    type_guard = values
-                else:
-                    guards.append((COL[name], values))
+            # The prefilter is the one statement of which rows a rule can match:
+            # the backtest reads only those rows, and here the rest are skipped
+            # before any CEL activation is built.
+            prefilter = for_rule(cr)
+            type_guard = prefilter.get("type")
+            guards = [(COL[name], vals) for name, vals in prefilter.conditions if name != "type"]
             target_col = COL.get(cr.rule.target, -1)
             entry = _Entry(cr, cr.rule, tuple(guards[1:]), target_col)
             if guards:
@@ -171,6 +171,7 @@ class RowEvaluator:
             return []
         fires: list[Fire] = []
         seq, now = row[0], row[1]
+        evaluations = self.evaluations
         for entry in entries:
             if entry.guard_col >= 0 and row[entry.guard_col] not in entry.guard_vals:
                 continue
@@ -213,6 +214,8 @@ class RowEvaluator:
                     cost=result.cost,
                 )
             )
+        if self.evaluations != evaluations:
+            self.rows_evaluated += 1
         return fires
 
 

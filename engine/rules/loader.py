@@ -33,6 +33,7 @@ from engine.rules.model import (
     Rule,
     SourceKind,
 )
+from engine.rules.prefilter import derive
 from engine.yamlsrc import MAX_BYTES, LocDict, LocList, decode_source, parse_yaml
 
 RULE_KEYS = ("name", "description", "on", "when", "level", "target", "cooldown", "message")
@@ -250,7 +251,7 @@ class _RuleBuilder:
         if len(self.errors) > before or compiled is None:
             return None
         assert name is not None and level is not None and target is not None and when is not None
-        expr, canon, normalized, report, guard = compiled
+        expr, canon, normalized, report, guard, prefilter = compiled
         specs, static_cost, base_cost = report.primitives, report.static_cost, report.base_cost
         rule = Rule(
             name=name,
@@ -270,7 +271,7 @@ class _RuleBuilder:
             primitives=specs,
         )
         runner = self.env.make_runner(on or "", expr, base_cost, self.config.cost_limit, guard)
-        return CompiledRule(rule, runner)
+        return CompiledRule(rule, runner, prefilter)
 
     def _compile_when(self, when: str, on: str, start: Location, path: str) -> Any:
         if not when.strip():
@@ -299,7 +300,7 @@ class _RuleBuilder:
         canon = canonical(ast.root, ast.references)
         normalized = unparse(ast.root, ast.references)
         guard = type_guard(ast.root, ast.references)
-        return expr, canon, normalized, report, guard
+        return expr, canon, normalized, report, guard, derive(ast.root, ast.references, on)
 
 
 def compile_rule_file(

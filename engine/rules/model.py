@@ -153,11 +153,14 @@ class CompiledRule:
     raises for rule-caused problems (see :class:`EvalResult`).
     """
 
-    __slots__ = ("_runner", "rule")
+    __slots__ = ("_runner", "prefilter", "rule")
 
-    def __init__(self, rule: Rule, runner: Runner) -> None:
+    def __init__(self, rule: Rule, runner: Runner, prefilter: object = None) -> None:
         self.rule = rule
         self._runner = runner
+        #: The :class:`engine.rules.prefilter.Prefilter` the loader derived from the
+        #: checked AST (None: derived on first use by ``prefilter.for_rule``).
+        self.prefilter = prefilter
 
     def evaluate(self, event: Mapping[str, object], now_ms: int, host: PrimitiveHost) -> EvalResult:
         return self._runner(event, now_ms, host)

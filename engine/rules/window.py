@@ -236,6 +236,14 @@ class WindowIndex:
         for index in self._indexes.values():
             index.sweep(self.now_ms)
 
+    def feed_filters(self) -> list[tuple[tuple[str, frozenset[str]], ...]]:
+        """Per index, the literal filters a row must pass to be added (empty: every row).
+
+        A replay that reads only some rows must still read all of these, or
+        the aggregates would undercount (see :mod:`engine.rules.prefilter`).
+        """
+        return list(self._filters.values())
+
     def set_now(self, now_ms: int) -> None:
         self.now_ms = now_ms
 

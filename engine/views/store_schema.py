@@ -6,7 +6,7 @@ imported. This module is the one place that imports them all, for whatever
 opens a store for the whole program (the ``harness`` command, the console's
 read models, the test suite): after :func:`register_full_schema` the store
 migrates a new or older store to the latest version and refuses a newer one,
-exactly as it did when it listed the migrations itself (versions 1..5 keep
+exactly as it did when it listed the migrations itself (versions 1..6 keep
 their numbers, names and SQL).
 """
 
@@ -26,6 +26,7 @@ FULL_SCHEMA: tuple[Migration, ...] = (
     lifecycle_schema.MIGRATION,
     proposals_schema.MIGRATION,
     stops_schema.MIGRATION,
+    journal_schema.MIGRATION_PREFILTER_INDEX,
 )
 
 

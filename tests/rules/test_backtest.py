@@ -89,16 +89,32 @@ def test_progress_and_cancel_between_batches(store_path: Path) -> None:
 
     def progress(p: Progress) -> None:
         seen.append(p)
-        if p.rows_done >= 300:
+        if p.rows_done >= 30:
             cancel.set()
 
     result = run_backtest(
-        conn, [rule], resolve_range(conn), progress=progress, cancel=cancel, batch=100
+        conn, [rule], resolve_range(conn), progress=progress, cancel=cancel, batch=10
     )
     assert result.cancelled
-    assert result.rows_evaluated == 300
-    assert [p.rows_done for p in seen] == [100, 200, 300]
+    assert result.rows_scanned == 30
+    assert [p.rows_done for p in seen] == [10, 20, 30]
+    # Progress counts candidate rows: the 60 restarts, not the 1,260 rows of the range.
+    assert all(p.rows_total == 60 for p in seen)
+
+
+def test_without_the_prefilter_progress_counts_every_row(store_path: Path) -> None:
+    conn = connect(store_path)
+    rule = make_rule("r", RESTART_RULE)
+    seen: list[Progress] = []
+    result = run_backtest(
+        conn, [rule], resolve_range(conn), progress=seen.append, batch=500, prefilter=False
+    )
+    assert [p.rows_done for p in seen] == [500, 1000, 1260]
     assert all(p.rows_total == 1260 for p in seen)
+    assert (result.rows_scanned, result.rows_evaluated) == (1260, 60)
+    filtered = run_backtest(conn, [rule], resolve_range(conn))
+    assert (filtered.rows_scanned, filtered.rows_evaluated) == (60, 60)
+    assert [f.key() for f in filtered.fires] == [f.key() for f in result.fires]
 
 
 def test_result_says_on_recorded_history_and_names_silent_rules(store_path: Path) -> None:
@@ -137,6 +153,9 @@ def test_cli_backtest_by_file_and_by_name(
     assert out["rules"][0]["name"] == "candidate"
     assert out["range"]["rows"] == 1260
     assert len(out["fires"]) == 58  # restarts 3..60, each with >= 3 in the last hour
+    # The saving is visible: the 60 restarts plus the 600 ticks holds need are read,
+    # not the 600 tool calls, and the rule ran on the restarts only.
+    assert (out["rows_scanned"], out["rows_evaluated"]) == (660, 60)
     code = harness(
         ["rules", "backtest", "restart_same_error", "--store", str(store_path), "--since", "2h"]
     )

@@ -51,12 +51,13 @@ def test_importing_the_store_loads_no_owning_package() -> None:
 
 
 def test_the_full_schema_keeps_the_shipped_versions() -> None:
-    assert [(m.version, m.name) for m in FULL_SCHEMA][:5] == [
+    assert [(m.version, m.name) for m in FULL_SCHEMA][:6] == [
         (1, "journal"),
         (2, "rules"),
         (3, "lifecycle"),
         (4, "proposals"),
         (5, "run_stops"),
+        (6, "prefilter_index"),
     ]
     assert [m.version for m in FULL_SCHEMA] == list(range(1, LATEST + 1))
     assert register_full_schema() == LATEST
