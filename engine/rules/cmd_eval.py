@@ -167,6 +167,10 @@ def cmd_backtest(args: argparse.Namespace) -> int:
                 result = run_backtest(conn, rules, seq_range, progress=update, cancel=cancel)
         finally:
             stop_bar()
+        from engine.rules.parity import compare_live
+
+        parity = compare_live(conn, result)
+        result.extra["parity"] = parity.to_json()
     except sqlite3.Error as exc:
         store = resolve_store(getattr(args, "store", None), config)
         raise InputError(f"{store}: cannot read the journal: {exc}", title="Bad store") from None
@@ -176,6 +180,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         sys.stdout.write(result.render_text() + "\n")
+        sys.stdout.write("\n".join(parity.lines()) + "\n")
     return EXIT_OK
 
 
