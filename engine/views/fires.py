@@ -107,7 +107,7 @@ def parse_filter(text: str) -> FireFilter:
     An unknown key is an :class:`InputError` naming the column, so a typo never
     silently filters nothing.
     """
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -129,12 +129,7 @@ def parse_filter(text: str) -> FireFilter:
         if not value:
             raise InputError(f"filter: `{key}:` needs a value", title="Bad filter")
         values[key] = value
-    return FireFilter(
-        rule=values.get("rule"),
-        level=values.get("level"),
-        status=values.get("status"),
-        harness=values.get("harness"),
-    )
+    return FireFilter(**values)
 
 
 def _where(flt: FireFilter) -> tuple[list[str], list[Any]]:
