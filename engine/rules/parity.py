@@ -220,12 +220,14 @@ def compare_live(conn: sqlite3.Connection, result: BacktestResult) -> Parity:
     lo_all: int | None = None
     for name, hash_ in result.rules:
         seen = _first_seen(conn, name, hash_)
-        if seen is None or seen > hi:
+        if seen is None or seen >= hi:
             notes.append(f"{name}@{hash_[:8]} was never evaluated live here: nothing to compare")
             continue
-        lo = max(result.range.first_seq, seen)
-        if seen > result.range.first_seq:
-            notes.append(f"{name}@{hash_[:8]} compared from seq {seen}, its first live row")
+        # ``first_seen_seq`` is the live cursor when the version was loaded: it first
+        # evaluated the row after it.
+        lo = max(result.range.first_seq, seen + 1)
+        if lo > result.range.first_seq:
+            notes.append(f"{name}@{hash_[:8]} compared from seq {lo}, its first live row")
         lo_all = lo if lo_all is None else min(lo_all, lo)
         bt.extend(f for f in result.fires if f.rule == name and lo <= f.seq <= hi)
         live.extend(_live_fires(conn, name, lo, hi))
