@@ -35,6 +35,10 @@ from engine.views.promotion import (
 MAX_SPANS = 12
 
 
+def _min(ms: int) -> str:
+    return iso(ms)[:16].replace("T", " ")
+
+
 def _hours(ms: int | None) -> str:
     return "still held at the end" if ms is None else f"{ms / 3_600_000:.1f} h"
 
@@ -46,7 +50,7 @@ def report_lines(head: PromotionHeader, rep: PromotionReport) -> list[str]:
     lines = [
         f"[b]As if `{escape(head.pin)}` had been enforced[/b] over recorded history:"
         f" seq {r.first_seq}..{r.last_seq} ({r.rows:,} rows"
-        + (f", {iso(r.first_at)[:16]} → {iso(r.last_at)[:16]}" if r.rows else "")
+        + (f", {_min(r.first_at)} → {_min(r.last_at)}" if r.rows else "")
         + ")",
         f"{len(res.fires)} fires · acting: "
         + (", ".join(f"{k} {v}" for k, v in sorted(rep.acting.items())) or "none")
@@ -58,9 +62,9 @@ def report_lines(head: PromotionHeader, rep: PromotionReport) -> list[str]:
         released = (
             " · [yellow]an operator released a hold on it then[/]" if hold.operator_released else ""
         )
-        end = iso(hold.end_at)[:16] if hold.end_at is not None else "…"
+        end = _min(hold.end_at) if hold.end_at is not None else "…"
         lines.append(
-            f"  hold {escape(hold.harness)}: {iso(hold.start_at)[:16]} → {end}"
+            f"  hold {escape(hold.harness)}: {_min(hold.start_at)} → {end}"
             f" ({_hours(hold.duration_ms)}){released}"
         )
     if len(rep.holds) > MAX_SPANS:

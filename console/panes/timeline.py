@@ -18,10 +18,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.message import Message
-from textual.widgets import DataTable, Static
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Static
 
 from console.context import ConsoleContext
 from console.messages import ShowPane
@@ -52,14 +53,25 @@ LEGEND = (
 )
 
 
-def cell_text(cell: Cell | None, held: bool) -> Text:
-    """One grid cell: the worst level's glyph, else a hold span, else blank."""
+def cell_glyph(cell: Cell | None, held: bool) -> tuple[str, str]:
+    """One grid cell as (glyph, style): the worst level, else a hold span, else blank."""
     if cell is not None:
-        glyph, style = GLYPHS[cell.level] if cell.level else QUIET
-        return Text(glyph, style=style)
+        return GLYPHS[cell.level] if cell.level else QUIET
     if held:
-        return Text(HELD[0], style=HELD[1])
-    return Text(" ")
+        return HELD
+    return (" ", "")
+
+
+def grid_lines(tl: Timeline) -> list[Text]:
+    """One Rich line per harness (built in the worker thread, not on the UI thread)."""
+    lines = []
+    for h in tl.harnesses:
+        line = Text((h or "(none)")[:NAME_W].ljust(NAME_W) + " │", no_wrap=True)
+        for i in range(tl.buckets):
+            glyph, style = cell_glyph(tl.cell(h, i), tl.held(h, i) is not None)
+            line.append(glyph, style or None)
+        lines.append(line)
+    return lines
 
 
 def ruler(tl: Timeline, width: int) -> str:
@@ -73,6 +85,93 @@ def ruler(tl: Timeline, width: int) -> str:
     return "".join(out).rstrip()
 
 
+class TimelineGrid(Widget, can_focus=True):
+    """The grid: one line per harness, a cell cursor, Enter selects.
+
+    A plain widget rendering one Rich Text, not a DataTable: a DataTable with a
+    column per bucket (up to ~150) took over a second to lay out on each paint.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "move(0, -1)", "Left", show=False),
+        Binding("right", "move(0, 1)", "Right", show=False),
+        Binding("up", "move(-1, 0)", "Up", show=False),
+        Binding("down", "move(1, 0)", "Down", show=False),
+        Binding("home", "edge(0)", "First column", show=False),
+        Binding("end", "edge(1)", "Last column", show=False),
+        Binding("enter", "select", "Fires here"),
+    ]
+    DEFAULT_CSS = "TimelineGrid { height: 1fr; padding: 0 1; }"
+
+    #: (row, column); column 0 is the harness name, 1.. the buckets.
+    cursor: reactive[tuple[int, int]] = reactive((0, 0))
+
+    class Moved(Message):
+        """The cursor moved (the pane updates its status line)."""
+
+    class Selected(Message):
+        """Enter on the cursor's cell."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.timeline: Timeline | None = None
+        self._lines: list[Text] = []
+
+    def show(self, tl: Timeline, lines: list[Text], keep_cursor: bool) -> None:
+        self.timeline = tl
+        self._lines = lines
+        row, col = self.cursor if keep_cursor else (0, tl.buckets)
+        self.cursor = (min(row, max(0, len(tl.harnesses) - 1)), min(col, tl.buckets))
+        self.refresh()
+
+    def render(self) -> Text:
+        out = Text(no_wrap=True, overflow="crop")
+        if self.timeline is None or not self._lines:
+            return out
+        crow, ccol = self.cursor
+        style = "reverse" if self.has_focus else "underline"
+        for r, line in enumerate(self._lines):
+            if r == crow:
+                line = line.copy()
+                if ccol == 0:
+                    line.stylize(style, 0, NAME_W)
+                else:
+                    at = NAME_W + 2 + ccol - 1
+                    if not line.plain[at : at + 1].strip():
+                        line = line[:at] + Text("▁" if not self.has_focus else " ") + line[at + 1 :]
+                    line.stylize(style, at, at + 1)
+            out.append_text(line)
+            if r < len(self._lines) - 1:
+                out.append("\n")
+        return out
+
+    def watch_cursor(self) -> None:
+        self.refresh()
+        self.post_message(self.Moved())
+
+    def action_move(self, drow: int, dcol: int) -> None:
+        tl = self.timeline
+        if tl is None or not tl.harnesses:
+            return
+        row, col = self.cursor
+        row = max(0, min(len(tl.harnesses) - 1, row + drow))
+        col = max(0, min(tl.buckets, col + dcol))
+        self.cursor = (row, col)
+
+    def action_edge(self, end: int) -> None:
+        if self.timeline is not None:
+            self.cursor = (self.cursor[0], self.timeline.buckets if end else 0)
+
+    def action_select(self) -> None:
+        self.post_message(self.Selected())
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+
 class TimelinePane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("plus,equals_sign", "zoom(-1)", "Zoom in"),
@@ -84,14 +183,16 @@ class TimelinePane(Vertical):
     ]
     DEFAULT_CSS = """
     TimelinePane #timeline-ruler { height: 1; padding: 0 1; color: $text-muted; }
-    TimelinePane #timeline-grid { height: 1fr; padding: 0 1; }
     TimelinePane #timeline-legend { height: auto; padding: 0 1; }
     """
 
     class Loaded(Message):
-        def __init__(self, timeline: Timeline, signature: tuple[int, ...]) -> None:
+        def __init__(
+            self, timeline: Timeline, lines: list[Text], signature: tuple[int, ...]
+        ) -> None:
             super().__init__()
             self.timeline = timeline
+            self.lines = lines
             self.signature = signature
 
     def __init__(self, context: ConsoleContext, zoom: str = "24h") -> None:
@@ -110,16 +211,19 @@ class TimelinePane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("loading the timeline …", id="timeline-status", classes="status-line")
         yield Static("", id="timeline-ruler")
-        grid: DataTable[Text] = DataTable(
-            id="timeline-grid", cursor_type="cell", show_header=False, cell_padding=0
-        )
-        yield grid
+        yield TimelineGrid(id="timeline-grid")
         yield Static(LEGEND, id="timeline-legend")
 
     def on_mount(self) -> None:
-        self.action_refresh()
         if self.context.live:
             self.set_interval(max(self.context.refresh_interval, 2.0), self._poll)
+
+    def on_show(self) -> None:
+        """Load when first shown (a hidden pane costs nothing at startup), then on each show."""
+        if self.timeline is None:
+            self.action_refresh()
+        else:
+            self._poll()
 
     def on_resize(self, event: Resize) -> None:
         if self.timeline is not None and self._columns() != self.timeline.buckets:
@@ -136,7 +240,7 @@ class TimelinePane(Vertical):
         self._load(self.zoom, self._columns(), self.end_ms, ())
 
     def _poll(self) -> None:
-        if self.is_on_screen and self.end_ms is None:
+        if self.timeline is not None and self.is_on_screen and self.end_ms is None:
             self._load(self.zoom, self._columns(), None, self.signature)
 
     @work(thread=True, exclusive=True, group="timeline")
@@ -160,30 +264,21 @@ class TimelinePane(Vertical):
         except HarnessError as exc:
             self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
             return
-        self.post_message(self.Loaded(timeline, signature))
+        self.post_message(self.Loaded(timeline, grid_lines(timeline), signature))
 
     def on_timeline_pane_loaded(self, message: Loaded) -> None:
         tl = message.timeline
         self.signature = message.signature
-        grid: DataTable[Text] = self.query_one("#timeline-grid", DataTable)
-        cursor = grid.cursor_coordinate
-        same_shape = self.timeline is not None and self.timeline.harnesses == tl.harnesses
+        old = self.timeline
+        same_shape = old is not None and (old.harnesses, old.buckets) == (tl.harnesses, tl.buckets)
         self.timeline = tl
-        grid.clear(columns=True)
-        grid.add_column("", key="name", width=NAME_W + 2)
-        for i in range(tl.buckets):
-            grid.add_column("", key=str(i), width=1)
-        for h in tl.harnesses:
-            name = Text((h or "(none)")[:NAME_W].ljust(NAME_W) + " │")
-            cells = [cell_text(tl.cell(h, i), tl.held(h, i) is not None) for i in range(tl.buckets)]
-            grid.add_row(name, *cells, key=h or "(none)")
-        if tl.harnesses:
-            if same_shape:
-                grid.cursor_coordinate = cursor
-            else:
-                grid.cursor_coordinate = Coordinate(0, tl.buckets)
+        self.query_one(TimelineGrid).show(tl, message.lines, keep_cursor=same_shape)
         self.query_one("#timeline-ruler", Static).update(ruler(tl, 12))
         self._status()
+        self.call_after_refresh(self._painted)
+
+    def _painted(self) -> None:
+        """Runs after the screen refresh that drew the new grid (what the operator sees)."""
         self.painted_at = time.perf_counter()
         if self._asked:
             self.paint_ms = (self.painted_at - self._asked) * 1000
@@ -194,9 +289,12 @@ class TimelinePane(Vertical):
         if tl is None:
             return
         where = "now" if self.end_ms is None else "panned back (n: now)"
-        span = f"{_when(tl.start_ms)} → {_when(tl.end_ms)}"
+        same_day = _when(tl.start_ms)[:5] == _when(tl.end_ms)[:5]
+        span = (
+            f"{_when(tl.start_ms)} → {format_tick(tl.end_ms, 0) if same_day else _when(tl.end_ms)}"
+        )
         text = (
-            f"zoom {tl.zoom} · {format_bucket(tl.bucket_ms)} per column · {span} UTC · {where}"
+            f"zoom {tl.zoom} · {format_bucket(tl.bucket_ms)}/col · {span} UTC · {where}"
             f" · {tl.fires} fires · {len(tl.holds)} holds"
         )
         cell = self.selected()
@@ -210,10 +308,9 @@ class TimelinePane(Vertical):
     def selected(self) -> tuple[str, int, int] | None:
         """(harness, start, end) of the cell under the cursor (the name column: whole span)."""
         tl = self.timeline
-        grid = self.query_one("#timeline-grid", DataTable)
         if tl is None or not tl.harnesses:
             return None
-        row, col = grid.cursor_coordinate
+        row, col = self.query_one(TimelineGrid).cursor
         if not 0 <= row < len(tl.harnesses):
             return None
         if col <= 0:
@@ -221,10 +318,10 @@ class TimelinePane(Vertical):
         lo, hi = tl.bucket_range(min(col - 1, tl.buckets - 1))
         return tl.harnesses[row], lo, hi
 
-    def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
+    def on_timeline_grid_moved(self, event: TimelineGrid.Moved) -> None:
         self._status()
 
-    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+    def on_timeline_grid_selected(self, event: TimelineGrid.Selected) -> None:
         event.stop()
         cell = self.selected()
         if cell is None:

@@ -64,11 +64,11 @@ class PromotionHeader:
         if self.first_seen_at is None:
             return "not evaluated live yet"
         days = (self.journal_now - self.first_seen_at) / 86_400_000
-        since = f"evaluated live since {iso(self.first_seen_at)} ({days:.1f} days of journal time)"
+        since = f"evaluated live since {_min(self.first_seen_at)} ({days:.1f} days of journal time)"
         if self.in_shadow and self.shadow_until is not None:
-            return f"in shadow until {iso(self.shadow_until)}; {since}"
+            return f"in shadow until {_min(self.shadow_until)}; {since}"
         if self.shadow_until is not None:
-            return f"active (shadow ended {iso(self.shadow_until)}); {since}"
+            return f"active (shadow ended {_min(self.shadow_until)}); {since}"
         return f"active ({self.source_kind}: no shadow period); {since}"
 
 
@@ -217,6 +217,11 @@ def simulate_enforced(
         harnesses=tuple(harnesses),
         operator_released_live=sum(1 for *_x, rule in releases if rule == compiled.rule.name),
     )
+
+
+def _min(ms: int) -> str:
+    """Journal time to the minute, UTC (what an operator compares with the Timeline)."""
+    return iso(ms)[:16].replace("T", " ") + " UTC"
 
 
 def _at(conn: sqlite3.Connection, seq: int) -> int:

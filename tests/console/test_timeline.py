@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Static, TabbedContent
+from textual.widgets import Static, TabbedContent
 
 from console.panes.fires import FiresPane
-from console.panes.timeline import TimelinePane
+from console.panes.timeline import TimelineGrid, TimelinePane
 from engine.store.db import connect
 from engine.views.fires import FireFilter, fires_before
 from engine.views.timeline import (
@@ -119,8 +119,12 @@ async def test_timeline_zooms_and_enter_opens_fires_for_the_cell(make_app: AppFa
         (harness, bucket), cell = next(
             (k, c) for k, c in sorted(tl.cells.items()) if k[0] == "h05" and c.level == "hold"
         )
-        grid = app.query_one("#timeline-grid", DataTable)
-        grid.move_cursor(row=tl.harnesses.index(harness), column=bucket + 1)
+        grid = app.query_one(TimelineGrid)
+        assert app.focused is grid and grid.cursor == (0, tl.buckets)
+        await pilot.press("down", "left", "left")
+        assert grid.cursor == (1, tl.buckets - 2)
+        grid.cursor = (tl.harnesses.index(harness), bucket + 2)
+        await pilot.press("left")
         await pilot.pause(0.1)
         assert "cursor h05" in str(app.query_one("#timeline-status", Static).render())
         await pilot.press("enter")
