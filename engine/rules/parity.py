@@ -191,7 +191,7 @@ def _first_seen(conn: sqlite3.Connection, name: str, hash_: str) -> int | None:
 
 def _live_fires(conn: sqlite3.Connection, rule: str, lo: int, hi: int) -> list[Fire]:
     """Stored fires of ``rule`` with seq in ``lo..hi``."""
-    return [f for f in list_fires(conn, rule=rule) if lo <= f.seq <= hi]
+    return list_fires(conn, rule=rule, seq_range=(lo, hi))
 
 
 def _store_error_rows(conn: sqlite3.Connection, lo: int, hi: int) -> set[tuple[int, str]]:
