@@ -33,6 +33,8 @@ suppressed counts.
 
 - `enter` view the source with its lint result
 - `b` backtest the rule
+- `e` promotion view of a rule not enforced: what it would have held or stopped
+  over recorded history and the `enforce` line to paste (nothing is written)
 """,
     "holds": """# Holds
 Active holds and recently released ones, with who released them.
