@@ -31,6 +31,7 @@ from console.panes.fleet import FleetPane
 from console.panes.holds import HoldsPane
 from console.panes.proposals import ProposalsPane
 from console.panes.rules import RulesPane
+from console.panes.timeline import TimelinePane
 from console.reload import FilesChanged, watch_files
 from engine.config import load_config
 from engine.errors import HarnessError
@@ -53,6 +54,7 @@ PANES = (
     ("explain", "Explain"),
     ("backtest", "Backtest"),
     ("proposals", "Proposals"),
+    ("timeline", "Timeline"),
 )
 
 #: What takes focus when a pane is shown (never a hidden filter box).
@@ -65,6 +67,7 @@ FOCUS = {
     "explain": "#explain-steps",
     "backtest": "#backtest-rule",
     "proposals": "#proposals-table",
+    "timeline": "#timeline-grid",
 }
 
 
@@ -234,6 +237,8 @@ class HarnessConsole(App[int]):
                 yield BacktestPane(ctx)
             with TabPane("Proposals", id="proposals"):
                 yield ProposalsPane(ctx)
+            with TabPane("Timeline", id="timeline"):
+                yield TimelinePane(ctx)
         yield Footer()
 
     # -- navigation ----------------------------------------------------------

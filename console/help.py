@@ -33,6 +33,8 @@ suppressed counts.
 
 - `enter` view the source with its lint result
 - `b` backtest the rule
+- `e` promotion view of a rule not enforced: what it would have held or stopped
+  over recorded history and the `enforce` line to paste (nothing is written)
 """,
     "holds": """# Holds
 Active holds and recently released ones, with who released them.
@@ -61,7 +63,10 @@ run it over recorded history in a worker.
 
 - `ctrl+r` run, `ctrl+x` cancel, `ctrl+e` reset the copy to the rule's source
 - results: table of would-be fires, a per-day chart, totals by status, and the
-  fires gained and lost against the rule's current version
+  fires gained and lost against the rule's current version (marked in the
+  table, lost ones listed last), and the parity stamp: live = backtest or the
+  differences (a store_error row is the one allowed difference)
+- `enter` on a result row explains that would-be fire
 """,
     "proposals": """# Proposals
 Rules proposed with `harness rules propose` or by the miner, each stored at
@@ -70,6 +75,15 @@ notify (a proposal never holds or stops) with its backtest on recorded history.
 - `b` re-run the backtest over the last 7 days
 - `p` prepare the policy-repo branch (asks which repo; nothing is pushed, the
   checkout and harness.toml are not touched)
+""",
+    "timeline": """# Timeline
+Harnesses down, time across; each cell is the worst level that fired there
+(annotate, notify, hold, stop; a dot when fires were only shadow or suppressed)
+and holds are drawn as spans. Time is journal time: the right edge is the newest row.
+
+- `+` / `-` zoom in / out (1h, 6h, 24h, 7d); `[` / `]` pan earlier / later; `n` now
+- `enter` on a cell: the Fires pane filtered to that harness and time range
+  (on the name column: the whole visible span)
 """,
 }
 

@@ -32,6 +32,11 @@ def iso_ms_precise(ms: int) -> str:
     return _utc(ms).isoformat(timespec="milliseconds")
 
 
+def minute_ms(ms: int) -> str:
+    """``ms`` as date and clock time to the minute (UTC), for spans a person reads at a glance."""
+    return _utc(ms).strftime("%Y-%m-%d %H:%M")
+
+
 def short_ms(ms: int, *, seconds: bool = True) -> str:
     """``ms`` as month-day and clock time (UTC), for a table cell."""
     return _utc(ms).strftime("%m-%d %H:%M:%S" if seconds else "%m-%d %H:%M")

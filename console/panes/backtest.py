@@ -1,7 +1,12 @@
 """Backtest pane: pick or edit a rule, run it over recorded history in a worker.
 
-The run happens in a thread worker that posts progress messages; ``escape``
-sets the cancel event the engine checks between batches. Lint runs on every
+The run happens in a thread worker that posts progress messages; ``ctrl+x``
+(a priority binding, so the editor's cut never sees it while a run is going)
+sets the cancel event the engine checks between batches, and the editor is
+read-only until the run ends. A cancelled run shows "cancelled" and no diff.
+Enter on a result row explains that would-be fire; gained and lost fires of an
+edited rule are marked in the table (lost ones listed after the rest), and the
+parity stamp says whether live fires over the same rows equal the backtest's. Lint runs on every
 edit with the evaluator's loader, so the errors shown are the ones the
 evaluator would report.
 """
@@ -21,12 +26,16 @@ from textual.message import Message
 from textual.widgets import DataTable, Input, ProgressBar, Select, Static, TextArea
 
 from console.context import ConsoleContext
+from console.messages import ShowPane
+from console.panes.explain import ExplainPane
 from console.widgets.spark import bar
 from engine.errors import HarnessError
 from engine.rules.backtest import Progress
+from engine.rules.fires import Fire
 from engine.rules.model import CompiledRule
 from engine.timefmt import short_ms
 from engine.views.backtest import BacktestRun, lint_candidate, run_candidate
+from engine.views.fire_explain import FireExplanation, explain_backtest_fire
 from engine.views.rules import load_console_rules
 
 MAX_ROWS = 500
@@ -39,7 +48,8 @@ ProgressFn = Callable[[Progress], None]
 class BacktestPane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "Run backtest"),
-        Binding("ctrl+x", "cancel", "Cancel run"),
+        # priority: checked before the focused editor's ctrl+x (cut) while a run is going
+        Binding("ctrl+x", "cancel", "Cancel run", priority=True),
         Binding("ctrl+e", "reset_editor", "Reset copy"),
     ]
     DEFAULT_CSS = """
@@ -52,7 +62,7 @@ class BacktestPane(Vertical):
     BacktestPane #backtest-editor { height: 1fr; }
     BacktestPane #backtest-lint { height: auto; max-height: 6; padding: 0 1; }
     BacktestPane #backtest-right { width: 1fr; }
-    BacktestPane #backtest-summary { height: auto; max-height: 14; padding: 0 1; }
+    BacktestPane #backtest-summary { height: auto; max-height: 16; padding: 0 1; }
     BacktestPane #backtest-progress { height: 1; padding: 0 1; }
     """
 
@@ -72,6 +82,12 @@ class BacktestPane(Vertical):
             self.run = run
             self.error = error
 
+    class Explained(Message):
+        def __init__(self, explanation: FireExplanation | None, error: str = "") -> None:
+            super().__init__()
+            self.explanation = explanation
+            self.error = error
+
     def __init__(self, context: ConsoleContext) -> None:
         super().__init__(classes="pane")
         self.context = context
@@ -82,6 +98,8 @@ class BacktestPane(Vertical):
         self.running = False
         self.last_run: BacktestRun | None = None
         self._pending: str | None = None
+        #: The fires behind the table's rows, in row order (Enter explains one).
+        self.table_fires: list[Fire] = []
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="backtest-top"):
@@ -97,7 +115,7 @@ class BacktestPane(Vertical):
                 with VerticalScroll(id="backtest-summary"):
                     yield Static("ctrl+r runs the rule (or your edited copy)", id="backtest-text")
                 table: DataTable[str] = DataTable(id="backtest-fires", cursor_type="row")
-                table.add_columns("seq", "at (UTC)", "target", "level", "status", "aggregates")
+                table.add_columns("Δ", "seq", "at (UTC)", "target", "level", "status", "aggregates")
                 yield table
 
     def on_mount(self) -> None:
@@ -182,6 +200,7 @@ class BacktestPane(Vertical):
         if current is not None and current.rule.hash == candidate.rule.hash:
             candidate = current  # unchanged meaning: replay the loaded version (its source kind)
         self.running = True
+        self.query_one("#backtest-editor", TextArea).read_only = True
         self.cancel = threading.Event()
         self.query_one("#backtest-progress", ProgressBar).update(total=None, progress=0)
         self.query_one("#backtest-text", Static).update("running … (ctrl+x cancels)")
@@ -189,9 +208,16 @@ class BacktestPane(Vertical):
         until = self.query_one("#backtest-until", Input).value.strip() or None
         self._run(candidate, current, since, until, self.cancel)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+x is "cancel" only while a run is going; otherwise the editor's cut gets it."""
+        if action == "cancel":
+            return self.running
+        return True
+
     def action_cancel(self) -> None:
         if self.running:
             self.cancel.set()
+            self.query_one("#backtest-text", Static).update("cancelling …")
 
     @work(thread=True, exclusive=True, group="backtest")
     def _run(
@@ -230,15 +256,25 @@ class BacktestPane(Vertical):
 
     def on_backtest_pane_finished(self, message: Finished) -> None:
         self.running = False
+        self.query_one("#backtest-editor", TextArea).read_only = False
         text = self.query_one("#backtest-text", Static)
+        table = self.query_one("#backtest-fires", DataTable)
         if message.run is None:
             text.update(f"[red]{escape(message.error)}[/]")
             return
         self.last_run = run = message.run
         res = run.result
-        status = "[yellow]cancelled[/] " if res.cancelled else ""
+        if run.cancelled:
+            # A cut-short replay is no result: no counts, no diff, no table.
+            text.update(
+                f"[yellow]cancelled[/] after {res.rows_scanned:,} of {res.range.rows:,} rows:"
+                " no result and no comparison (ctrl+r runs again)"
+            )
+            table.clear()
+            self.table_fires = []
+            return
         lines = [
-            f"{status}[b]{len(res.fires)} would-be fires[/b] over {res.range.rows:,} rows"
+            f"[b]{len(res.fires)} would-be fires[/b] over {res.range.rows:,} rows"
             f" ({res.rows_scanned:,} candidate rows read)"
             " (on recorded history; a rule about something that never happened backtests silent)",
             "by status: " + (", ".join(f"{s} {n}" for s, n in run.by_status.items()) or "none"),
@@ -247,14 +283,57 @@ class BacktestPane(Vertical):
             lines.append(
                 f"vs current version: [green]+{len(run.gained)} gained[/], "
                 f"[red]-{len(run.lost)} lost[/] ({len(run.baseline.fires)} before)"
+                + (" · lost fires are listed last in the table" if run.lost else "")
             )
+        if run.parity is not None:
+            style = "green" if run.parity.equal else "yellow"
+            if run.parity.compared is None:
+                style = "dim"
+            plines = run.parity.lines()
+            lines.append(f"[{style}]{escape(plines[0])}[/]")
+            lines.extend(escape(line) for line in plines[1:6])
         days = run.per_day
         top = max((n for _, n in days), default=0)
         for day, n in days[-10:]:
             lines.append(f"{day} {bar(n, top, 24):24} {n}")
         text.update("\n".join(lines))
-        table = self.query_one("#backtest-fires", DataTable)
         table.clear()
-        for f in res.fires[:MAX_ROWS]:
+        gained = {(f.seq, f.target) for f in run.gained}
+        rows = [(f, "+" if (f.seq, f.target) in gained else "") for f in res.fires[:MAX_ROWS]]
+        rows += [(f, "−") for f in run.lost[: max(0, MAX_ROWS - len(rows))]]
+        self.table_fires = [f for f, _ in rows]
+        for f, mark in rows:
             aggs = ", ".join(f"{c.fn}={c.result}" for c in f.calls)
-            table.add_row(str(f.seq), short_ms(f.at), f.target, f.effective_level, f.status, aggs)
+            cell = {"+": "[green]+ gained[/]", "−": "[red]− lost[/]"}.get(mark, "")
+            table.add_row(
+                cell, str(f.seq), short_ms(f.at), f.target, f.effective_level, f.status, aggs
+            )
+
+    # -- explaining a result row ---------------------------------------------------
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id != "backtest-fires":
+            return
+        event.stop()
+        if 0 <= event.cursor_row < len(self.table_fires):
+            self._explain(self.table_fires[event.cursor_row])
+
+    @work(thread=True, exclusive=True, group="backtest-explain")
+    def _explain(self, fire: Fire) -> None:
+        try:
+            conn = self.context.connect()
+            try:
+                exp = explain_backtest_fire(conn, fire)
+            finally:
+                conn.close()
+        except HarnessError as exc:
+            self.post_message(self.Explained(None, f"{exc.title}: {exc}"))
+            return
+        self.post_message(self.Explained(exp))
+
+    def on_backtest_pane_explained(self, message: Explained) -> None:
+        if message.explanation is None:
+            self.app.notify(message.error, title="Cannot explain", severity="error")
+            return
+        self.app.query_one(ExplainPane).post_message(ExplainPane.Loaded(0, message.explanation))
+        self.post_message(ShowPane("explain"))

@@ -95,7 +95,8 @@ class ExplainPane(Vertical):
             return
         total = len(exp.steps)
         self.query_one("#explain-title", Static).update(
-            f"fire {exp.fire_id} · rule {escape(exp.rule)} · step {self.step + 1} of {total}"
+            (f"fire {exp.fire_id}" if exp.fire_id else "backtest fire (not stored)")
+            + f" · rule {escape(exp.rule)} · step {self.step + 1} of {total}"
             + ("" if exp.consistent else " · [red]RECOMPUTE MISMATCH[/]")
             + "  (←/→ to step)"
         )

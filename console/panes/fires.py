@@ -354,6 +354,13 @@ class FiresPane(Vertical):
         box.value = text
         self._apply(text)
 
+    def show_range(self, harness: str | None, at_from: int, at_to: int) -> None:
+        """Show the fires of ``harness`` in ``[at_from, at_to)`` (Enter on a Timeline cell)."""
+        self.flt = FireFilter(harness=harness or None, at_from=at_from, at_to=at_to)
+        # The box keeps only what it can parse; the status line shows the time range too.
+        self.query_one("#fires-filter", Input).value = f"harness:{harness}" if harness else ""
+        self._start()
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "fires-filter":
             event.stop()

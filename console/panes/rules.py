@@ -33,6 +33,7 @@ class RulesPane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "view_source", "Source + lint"),
         Binding("b", "backtest", "Backtest"),
+        Binding("e", "promote", "Promote (what if enforced)"),
         Binding("r", "refresh", "Refresh"),
     ]
     DEFAULT_CSS = """
@@ -164,6 +165,20 @@ class RulesPane(Vertical):
             f"hash {rule.hash[:16]} · cost {rule.static_cost} · {escape(row.state_detail)}\n"
             f"{verdict}\n\n{escape(rule.text)}"
         )
+
+    def action_promote(self) -> None:
+        """`e`: the promotion view for a rule not enforced today (never writes harness.toml)."""
+        from console.panes.promotion import PromotionScreen
+
+        row = self.selected()
+        if row is None or self.result is None:
+            return
+        if row.state == "enforced":
+            self.app.notify(f"{row.name} is already enforced: {row.state_detail}", timeout=5)
+            return
+        compiled = next((c for c in self.result.rules if c.rule.name == row.name), None)
+        if compiled is not None:
+            self.app.push_screen(PromotionScreen(self.context, compiled))
 
     def action_backtest(self) -> None:
         row = self.selected()

@@ -150,6 +150,10 @@ def cmd_backtest(args: argparse.Namespace) -> int:
             )
         finally:
             stop_bar()
+        from engine.rules.parity import compare_live
+
+        parity = compare_live(conn, result)
+        result.extra["parity"] = parity.to_json()
     except sqlite3.Error as exc:
         store = resolve_store(getattr(args, "store", None), config)
         raise InputError(f"{store}: cannot read the journal: {exc}", title="Bad store") from None
@@ -159,4 +163,5 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         sys.stdout.write(result.render_text() + "\n")
+        sys.stdout.write("\n".join(parity.lines()) + "\n")
     return EXIT_OK

@@ -82,6 +82,15 @@ def explain_fire(conn: sqlite3.Connection, fire_id: int) -> Explanation:
     fire = get_fire(conn, fire_id)
     if fire is None:
         raise InputError(f"no fire with id {fire_id} in this store")
+    return explain_fire_value(conn, fire, fire_id)
+
+
+def explain_fire_value(conn: sqlite3.Connection, fire: Fire, fire_id: int = 0) -> Explanation:
+    """Explain ``fire`` itself, stored or not: a backtest fire (id 0) has no actions to show.
+
+    Split from :func:`explain_fire` so the console's Backtest pane explains a
+    would-be fire with the very same steps a stored one gets.
+    """
     steps: list[Step] = []
     consistent = True
 

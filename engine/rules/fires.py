@@ -173,13 +173,17 @@ def list_fires(
     rule: str | None = None,
     after_id: int = 0,
     limit: int | None = None,
+    seq_range: tuple[int, int] | None = None,
 ) -> list[Fire]:
-    """Stored fires in seq order (then rule), optionally one rule's, after an id."""
+    """Stored fires in seq order (then rule), optionally one rule's, after an id, in a seq range."""
     sql = _SELECT + " WHERE id > ?"
     params: list[Any] = [after_id]
     if rule is not None:
         sql += " AND rule = ?"
         params.append(rule)
+    if seq_range is not None:
+        sql += " AND seq BETWEEN ? AND ?"
+        params.extend(seq_range)
     sql += " ORDER BY seq, rule"
     if limit is not None:
         sql += " LIMIT ?"

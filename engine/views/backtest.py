@@ -23,6 +23,7 @@ from engine.rules.lifecycle import Authority
 from engine.rules.lifecycle_run import backtest_with_lifecycle
 from engine.rules.loader import compile_rule_text
 from engine.rules.model import CompiledRule
+from engine.rules.parity import Parity, compare_live
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class BacktestRun:
     baseline: BacktestResult | None
     gained: tuple[Fire, ...]
     lost: tuple[Fire, ...]
+    #: True when either replay was cut short: then there is no comparison at all.
+    cancelled: bool = False
+    #: The result against the live fires stored over the same rows (None if cancelled).
+    parity: Parity | None = None
 
     @property
     def by_status(self) -> dict[str, int]:
@@ -88,10 +93,16 @@ def run_candidate(
     result: BacktestResult = backtest_with_lifecycle(
         conn, [candidate], seq_range, authority, **kwargs
     )
-    if current is None or current.rule.hash == candidate.rule.hash or result.cancelled:
-        return BacktestRun(result, None, (), ())
+    if result.cancelled:
+        return BacktestRun(result, None, (), (), cancelled=True)
+    parity = compare_live(conn, result)
+    if current is None or current.rule.hash == candidate.rule.hash:
+        return BacktestRun(result, None, (), (), parity=parity)
     baseline: BacktestResult = backtest_with_lifecycle(
         conn, [current], seq_range, authority, cancel=cancel
     )
+    if baseline.cancelled:
+        # A cut-short baseline would turn every fire past the cut into "gained".
+        return BacktestRun(result, None, (), (), cancelled=True)
     gained, lost = compare(result, baseline)
-    return BacktestRun(result, baseline, gained, lost)
+    return BacktestRun(result, baseline, gained, lost, parity=parity)

@@ -13,6 +13,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from engine.rules.fire_explain import explain_fire as rules_explain_fire
+from engine.rules.fire_explain import explain_fire_value
+from engine.rules.fires import Fire
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +39,10 @@ def explain_fire(conn: sqlite3.Connection, fire_id: int) -> FireExplanation:
     exp = rules_explain_fire(conn, fire_id)
     steps = tuple(ExplainStep(s.kind, s.title, tuple(s.lines)) for s in exp.steps)
     return FireExplanation(fire_id, exp.fire.rule, exp.consistent, steps)
+
+
+def explain_backtest_fire(conn: sqlite3.Connection, fire: Fire) -> FireExplanation:
+    """Pages for a would-be fire from a backtest (never stored, so its id is 0)."""
+    exp = explain_fire_value(conn, fire)
+    steps = tuple(ExplainStep(s.kind, s.title, tuple(s.lines)) for s in exp.steps)
+    return FireExplanation(0, fire.rule, exp.consistent, steps)

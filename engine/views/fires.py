@@ -11,6 +11,7 @@ import json
 import shlex
 import sqlite3
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.errors import Diagnostic, InputError, Location
@@ -35,14 +36,29 @@ class FireFilter:
     level: str | None = None
     status: str | None = None
     harness: str | None = None
+    #: A journal-time range ``[at_from, at_to)`` in ms (set by the Timeline pane).
+    at_from: int | None = None
+    at_to: int | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.rule or self.level or self.status or self.harness)
+        return not (self.rule or self.level or self.status or self.harness or self.timed)
+
+    @property
+    def timed(self) -> bool:
+        return self.at_from is not None or self.at_to is not None
 
     def describe(self) -> str:
         parts = [f"{k}:{v}" for k in FILTER_KEYS if (v := getattr(self, k))]
+        if self.timed:
+            parts.append(f"at:{_hm(self.at_from)}..{_hm(self.at_to)}")
         return " ".join(parts)
+
+
+def _hm(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%dT%H:%M")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +107,7 @@ def parse_filter(text: str) -> FireFilter:
     An unknown key is an :class:`InputError` naming the column, so a typo never
     silently filters nothing.
     """
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -131,6 +147,12 @@ def _where(flt: FireFilter) -> tuple[list[str], list[Any]]:
             " WHERE j.seq = f.seq AND j.harness = ?))"
         )
         params.extend([flt.harness, flt.harness])
+    if flt.at_from is not None:
+        clauses.append("f.at >= ?")
+        params.append(flt.at_from)
+    if flt.at_to is not None:
+        clauses.append("f.at < ?")
+        params.append(flt.at_to)
     return clauses, params
 
 

@@ -9,6 +9,12 @@
 - latency: the console runs ``--demo`` (embedded evaluator + live fleet feed)
   while fires are committed; the time from commit to the fire being in the
   Fires pane's table is measured (p50/p99).
+- timeline: the console opens on the Timeline pane over the 45-day demo
+  journal (evaluated with the demo's rules and enforce entry, so it has fires
+  and holds); the time from pressing its key (the pane loads when first
+  shown) to the grid being painted, and the slowest zoom's repaint; baseline:
+  the same on an empty store. Building that journal takes minutes: set
+  ``BENCH_JOURNAL45=/path/journal.db`` to reuse one (it is only read).
 
 Run: ``.venv/bin/python tests/benchmarks/run_all.py -k console [--quick]``
 """
@@ -246,10 +252,116 @@ def _latency(tmp: Path, samples: int) -> list[Row]:
     ]
 
 
+def _demo_journal(path: Path, days: int) -> None:
+    """The demo fleet over ``days`` days, evaluated by the lifecycle-wired evaluator."""
+    from engine.config import HarnessConfig
+    from engine.fleet.sim import DAY_MS, write_fleet
+    from engine.rules.lifecycle_run import open_live
+    from engine.store.db import connect
+    from engine.views.live import demo_config, write_demo_policy
+    from engine.views.rules import load_console_rules
+
+    conn = connect(path)
+    end = int(time.time() * 1000)
+    write_fleet(
+        conn, days=days, start_ms=(end // DAY_MS - days) * DAY_MS, end_ms=end, validate=False
+    )
+    config = demo_config(HarnessConfig())
+    rules = load_console_rules(config, write_demo_policy(path.parent / "policy")).rules
+    evaluator, _policy = open_live(conn, rules, config, batch_size=5000)
+    evaluator.run_until_idle()
+    conn.close()
+
+
+def _timeline_paints(store: Path) -> tuple[float, float]:
+    """(first paint, worst repaint over the four zooms) of the Timeline pane, in ms."""
+    from console.app import HarnessConsole
+    from console.context import ConsoleContext
+    from console.panes.timeline import TimelinePane
+    from engine.views.session import ConsoleOptions
+
+    opts = ConsoleOptions(store_path=store)
+    context = ConsoleContext(opts, evaluate=False, live=False)
+    app = HarnessConsole(context, initial="fleet", watch_files=False)
+    paints: list[float] = []
+
+    async def drive() -> None:
+        async with app.run_test(size=(160, 45)) as pilot:
+            pane = app.query_one(TimelinePane)
+            await pilot.pause(3.0)  # the app is up and the other panes' first loads are done
+            asked = time.perf_counter()
+            await pilot.press("9")
+            while not pane.painted_at:
+                await pilot.pause(0.005)
+            paints.append((pane.painted_at - asked) * 1000)
+            for zoom in ("1h", "6h", "24h", "7d"):
+                pane.zoom = zoom
+                each = []
+                for _ in range(3):
+                    before = pane.painted_at
+                    pane.action_refresh()
+                    while pane.painted_at == before:
+                        await pilot.pause(0.005)
+                    each.append(pane.paint_ms)
+                paints.append(statistics.median(each))
+
+    asyncio.run(drive())
+    return paints[0], max(paints[1:])
+
+
+def _timeline(tmp: Path, quick: bool) -> list[Row]:
+    from engine.store.db import connect
+
+    days = 2 if quick else 45
+    given = os.environ.get("BENCH_JOURNAL45")
+    if given and not quick:
+        store, built = Path(given), "reused $BENCH_JOURNAL45"
+    else:
+        store = tmp / "timeline" / "journal.db"
+        store.parent.mkdir()
+        t = time.perf_counter()
+        _demo_journal(store, days)
+        built = f"built and evaluated in {time.perf_counter() - t:.0f}s"
+    conn = connect(store, readonly=True)
+    rows, fires, holds = (
+        conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        for table in ("rule_journal", "rule_fires", "rule_holds")
+    )
+    conn.close()
+    empty = tmp / "timeline-empty.db"
+    connect(empty).close()
+    base_first, base_zoom = _timeline_paints(empty)
+    first, zoom = _timeline_paints(store)
+    what = f"{days}-day demo journal ({rows:,} rows, {fires:,} fires, {holds} holds; {built})"
+    return [
+        Row(
+            f"Timeline first paint, {days}-day journal",
+            first,
+            "ms",
+            target=300,
+            higher_is_better=False,
+            baseline=base_first,
+            note=f"{what}; key 9 (the pane was never shown) to grid painted, 160x45;"
+            " baseline: empty store",
+        ),
+        Row(
+            f"Timeline repaint, worst zoom, {days}-day journal",
+            zoom,
+            "ms",
+            target=300,
+            higher_is_better=False,
+            baseline=base_zoom,
+            note="refresh to grid painted, median of 3 per zoom (1h/6h/24h/7d), the slowest"
+            " zoom; baseline: empty store",
+        ),
+    ]
+
+
 def run(quick: bool) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="bench-console-") as d:
         tmp = Path(d)
         rows = _cold_start(tmp, runs=1 if quick else 3)
         rows += _memory(tmp, fires=100_000 if quick else 1_000_000, pages=20 if quick else 100)
         rows += _latency(tmp, samples=8 if quick else 40)
+        rows += _timeline(tmp, quick)
     return rows
