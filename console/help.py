@@ -95,3 +95,34 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Markdown(HELP.get(self.pane, "# Help\nNo help for this pane."))
+
+
+class KeysScreen(ModalScreen[None]):
+    """``?``: every key of every pane (built from the bindings, so it cannot go stale)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "dismiss", "Close"),
+    ]
+    DEFAULT_CSS = """
+    KeysScreen { align: center middle; }
+    KeysScreen > VerticalScroll {
+        width: 80; height: auto; max-height: 90%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    """
+
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        lines = ["# Keys", "", "`?` or `esc` closes this; `F1` explains the pane you are on.", ""]
+        for title, rows in self.sections:
+            lines.append(f"## {title}")
+            lines.append("")
+            lines.append("| key | does |")
+            lines.append("|---|---|")
+            lines.extend(f"| `{key}` | {what} |" for key, what in rows)
+            lines.append("")
+        with VerticalScroll():
+            yield Markdown("\n".join(lines))

@@ -9,11 +9,12 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Select, Static
 
 from console.context import ConsoleContext
+from console.panes.base import StorePane
 from console.widgets.confirm import AskText
 from console.widgets.picker import PickSpec
 from engine.errors import HarnessError
@@ -36,7 +37,7 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-class DecidePane(Vertical):
+class DecidePane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save_scenario", "Save as scenario"),
         Binding("ctrl+o", "pick_file", "Open spec…"),
@@ -67,8 +68,7 @@ class DecidePane(Vertical):
             self.result = result
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.spec: LoadedSpec | None = None
         self.result: DecideResult | None = None
         self.error: str = ""

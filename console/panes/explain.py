@@ -8,16 +8,16 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
 from console.context import ConsoleContext
-from engine.errors import HarnessError
+from console.panes.base import StorePane
 from engine.views.explain import FireExplanation, explain_fire
 
 
-class ExplainPane(Vertical):
+class ExplainPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,n", "step(1)", "Next step"),
         Binding("left,p", "step(-1)", "Previous step"),
@@ -35,8 +35,7 @@ class ExplainPane(Vertical):
             self.explanation = explanation
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.explanation: FireExplanation | None = None
         self.step = 0
 
@@ -52,16 +51,9 @@ class ExplainPane(Vertical):
 
     @work(thread=True, exclusive=True, group="explain")
     def _load(self, fire_id: int) -> None:
-        try:
-            conn = self.context.connect()
-            try:
-                exp = explain_fire(conn, fire_id)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        self.post_message(self.Loaded(fire_id, exp))
+        exp = self.with_store(lambda conn: explain_fire(conn, fire_id))
+        if exp is not None:
+            self.post_message(self.Loaded(fire_id, exp))
 
     def on_explain_pane_loaded(self, message: Loaded) -> None:
         self.explanation = message.explanation

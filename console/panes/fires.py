@@ -21,7 +21,7 @@ import aiosqlite
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.events import MouseScrollUp
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
@@ -29,6 +29,7 @@ from textual.worker import Worker
 
 from console.context import ConsoleContext
 from console.messages import OpenExplain
+from console.panes.base import StorePane
 from engine.errors import HarnessError
 from engine.views.fires import (
     FireFilter,
@@ -107,7 +108,7 @@ class FiresTable(DataTable[str]):
         self.post_message(self.Moved("up", self.scroll_y <= 0))
 
 
-class FiresPane(Vertical):
+class FiresPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter"),
         Binding("end,G", "jump_back", "Follow tail"),
@@ -116,8 +117,7 @@ class FiresPane(Vertical):
     ]
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.flt = FireFilter()
         self.window: list[FireRow] = []
         self.following = True
@@ -367,7 +367,7 @@ class FiresPane(Vertical):
         try:
             self.flt = parse_filter(text)
         except HarnessError as exc:
-            self.app.notify(str(exc), title=exc.title, severity="error")
+            self.report(exc)
             return False
         self._start()
         return True

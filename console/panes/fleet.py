@@ -7,21 +7,20 @@ from typing import ClassVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from console.context import ConsoleContext
 from console.messages import ShowPane
+from console.panes.base import StorePane
 from console.widgets.spark import sparkline
-from engine.errors import HarnessError
 from engine.views.fleet import HarnessSummary, fleet_summary, format_age
 
 STATE_STYLE = {"running": "green", "idle": "dim", "held": "bold yellow", "stopped": "bold red"}
 
 
-class FleetPane(Vertical):
+class FleetPane(StorePane):
     """Refreshes from a thread worker every ``refresh_interval`` seconds."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -35,8 +34,7 @@ class FleetPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.rows: list[HarnessSummary] = []
 
     def compose(self) -> ComposeResult:
@@ -56,16 +54,9 @@ class FleetPane(Vertical):
     @work(thread=True, exclusive=True, group="fleet")
     def _load(self) -> None:
         worker = get_current_worker()
-        try:
-            conn = self.context.connect()
-            try:
-                rows = fleet_summary(conn, self.context.clock())
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        if not worker.is_cancelled:
+        now = self.context.clock()
+        rows = self.with_store(lambda conn: fleet_summary(conn, now))
+        if rows is not None and not worker.is_cancelled:
             self.post_message(self.Updated(rows))
 
     def on_fleet_pane_updated(self, message: Updated) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 from typing import ClassVar
 
@@ -9,13 +10,12 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
+from console.panes.base import StorePane
 from console.widgets.confirm import AskText
-from engine.errors import HarnessError
 from engine.views.holds import HoldRow, list_holds
 
 
@@ -25,7 +25,7 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%d %H:%M:%S")
 
 
-class HoldsPane(Vertical):
+class HoldsPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("x", "release", "Release hold"),
         Binding("r", "refresh", "Refresh"),
@@ -37,8 +37,7 @@ class HoldsPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.rows: list[HoldRow] = []
 
     def compose(self) -> ComposeResult:
@@ -58,16 +57,10 @@ class HoldsPane(Vertical):
 
     @work(thread=True, exclusive=True, group="holds")
     def _load(self) -> None:
-        try:
-            conn = self.context.connect()
-            try:
-                rows = list_holds(conn, now_ms=self.context.clock())
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        self.post_message(self.Updated(rows))
+        now = self.context.clock()
+        rows = self.with_store(lambda conn: list_holds(conn, now_ms=now))
+        if rows is not None:
+            self.post_message(self.Updated(rows))
 
     def on_holds_pane_updated(self, message: Updated) -> None:
         if message.rows == self.rows:
@@ -127,20 +120,19 @@ class HoldsPane(Vertical):
     def _release(self, hold_id: int, reason: str) -> None:
         from engine.rules.holds import release_by_operator
 
-        try:
-            conn = self.context.connect()
+        now = self.context.clock()
+
+        def release(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    release_by_operator(conn, hold_id, reason=reason, now_ms=self.context.clock())
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+                release_by_operator(conn, hold_id, reason=reason, now_ms=now)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return True
+
+        if self.with_store(release) is None:
             return
         self.app.call_from_thread(self.app.notify, f"hold {hold_id} released")
         self.app.call_from_thread(self.action_refresh)

@@ -13,13 +13,13 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
+from console.panes.base import StorePane
 from console.widgets.confirm import AskText
-from engine.errors import HarnessError
 from engine.policy.proposals import Proposal, list_proposals
 
 
@@ -54,7 +54,7 @@ def describe(p: Proposal) -> str:
     return "\n".join(lines)
 
 
-class ProposalsPane(Vertical):
+class ProposalsPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("b", "rebacktest", "Re-run backtest"),
         Binding("p", "prepare", "Prepare branch"),
@@ -72,8 +72,7 @@ class ProposalsPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.rows: list[Proposal] = []
         self._loaded = False
 
@@ -98,16 +97,9 @@ class ProposalsPane(Vertical):
 
     @work(thread=True, exclusive=True, group="proposals")
     def _load(self) -> None:
-        try:
-            conn = self.context.connect()
-            try:
-                rows = list_proposals(conn)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        self.post_message(self.Updated(rows))
+        rows = self.with_store(list_proposals)
+        if rows is not None:
+            self.post_message(self.Updated(rows))
 
     def on_proposals_pane_updated(self, message: Updated) -> None:
         if self._loaded and message.rows == self.rows:
@@ -163,14 +155,9 @@ class ProposalsPane(Vertical):
     def _rebacktest(self, proposal_id: int) -> None:
         from engine.policy.workflow import rerun_backtest
 
-        try:
-            conn = self.context.connect()
-            try:
-                fresh = rerun_backtest(conn, proposal_id, self.context.current_config)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+        config = self.context.current_config
+        fresh = self.with_store(lambda conn: rerun_backtest(conn, proposal_id, config))
+        if fresh is None:
             return
         fires = fresh.backtest.get("fires", 0) if fresh.backtest else 0
         self.app.call_from_thread(self.app.notify, f"#{proposal_id}: {fires} fire(s) in backtest")
@@ -205,16 +192,11 @@ class ProposalsPane(Vertical):
     def _prepare(self, proposal_id: int, repo: str | None) -> None:
         from engine.policy.workflow import prepare_proposal_branch
 
-        try:
-            conn = self.context.connect()
-            try:
-                branch = prepare_proposal_branch(
-                    conn, proposal_id, self.context.current_config, repo_name=repo
-                )
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+        config = self.context.current_config
+        branch = self.with_store(
+            lambda conn: prepare_proposal_branch(conn, proposal_id, config, repo_name=repo)
+        )
+        if branch is None:
             return
         self.app.call_from_thread(
             self.app.notify, f"branch {branch.branch} prepared in {branch.path}"

@@ -8,12 +8,13 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
 from console.messages import OpenBacktest
+from console.panes.base import StorePane
 from console.panes.fires import format_at
 from engine.errors import HarnessError
 from engine.rules.model import LoadResult
@@ -29,7 +30,7 @@ from engine.views.rules import (
 STATE_STYLE = {"active": "green", "shadow": "magenta", "disabled": "red", "enforced": "bold yellow"}
 
 
-class RulesPane(Vertical):
+class RulesPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "view_source", "Source + lint"),
         Binding("b", "backtest", "Backtest"),
@@ -48,8 +49,7 @@ class RulesPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.result: LoadResult | None = None
         self.rows: list[RuleRow] = []
         self.counter = FireCounter()
@@ -79,15 +79,13 @@ class RulesPane(Vertical):
             result = keep_last_good(
                 self.result, load_console_rules(config, self.context.options.policy_dir)
             )
-            conn = self.context.connect()
-            try:
-                rows = rule_rows(conn, [c.rule for c in result.rules], config, self.counter)
-            finally:
-                conn.close()
         except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            self.report(exc)
             return
-        self.post_message(self.Updated(result, rows))
+        compiled = [c.rule for c in result.rules]
+        rows = self.with_store(lambda conn: rule_rows(conn, compiled, config, self.counter))
+        if rows is not None:
+            self.post_message(self.Updated(result, rows))
 
     def on_rules_pane_updated(self, message: Updated) -> None:
         self.result = message.result

@@ -326,7 +326,8 @@ async def test_f1_help_is_per_pane(make_app: AppFactory) -> None:
 
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
-        for pane_id, title in PANES:
+        for spec in PANES:
+            pane_id, title = spec.id, spec.title
             app.action_show_pane(pane_id)
             await pilot.pause(0.05)
             app.set_focus(None)
