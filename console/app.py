@@ -50,7 +50,6 @@ from engine.views.session import ConsoleOptions
 MAX_HISTORY = 20
 
 
-
 @dataclass(frozen=True, slots=True)
 class PaneSpec:
     """One pane: its id (also its tab id), tab title, widget class and what takes focus.
@@ -287,8 +286,7 @@ class HarnessConsole(App[int]):
                 numbers.append(item.key)
                 continue
             keys = " / ".join(
-                self.get_key_display(Binding(k.strip(), item.action))
-                for k in item.key.split(",")
+                self.get_key_display(Binding(k.strip(), item.action)) for k in item.key.split(",")
             )
             rows.append((keys, item.description or item.action))
         if numbers:

@@ -37,6 +37,7 @@ suppressed counts.
     "holds": """# Holds
 Active holds and recently released ones, with who released them.
 
+- `enter` explain the fire that created the selected hold
 - `x` release the selected hold (asks for a reason)
 """,
     "decide": """# Decide

@@ -42,6 +42,7 @@ class DecidePane(StorePane):
         Binding("ctrl+s", "save_scenario", "Save as scenario"),
         Binding("ctrl+o", "pick_file", "Open spec…"),
         Binding("ctrl+l", "open_path", "Spec path", show=False),
+        Binding("i", "focus_input", "Type input"),
     ]
     DEFAULT_CSS = """
     DecidePane #decide-top { height: 3; }
@@ -166,6 +167,10 @@ class DecidePane(StorePane):
                 self.open_spec(path)
 
         self.app.push_screen(PickSpec(root), done)
+
+    def action_focus_input(self) -> None:
+        """Back into the input after Esc left it (Esc frees the number keys)."""
+        self.query_one("#decide-input", Input).focus()
 
     def action_open_path(self) -> None:
         self.query_one("#decide-path", Input).focus()

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import ClassVar
 
 import aiosqlite
+from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -113,7 +114,7 @@ class FiresPane(StorePane):
         Binding("slash", "filter", "Filter"),
         Binding("end,G", "jump_back", "Follow tail"),
         Binding("c", "copy", "Copy JSON"),
-        Binding("escape", "close_filter", "Close filter", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
     def __init__(self, context: ConsoleContext) -> None:
@@ -132,7 +133,8 @@ class FiresPane(StorePane):
 
     def compose(self) -> ComposeResult:
         yield Input(
-            placeholder="filter: rule:NAME level:hold status:shadow harness:H (enter applies)",
+            placeholder="filter: words match rule/harness/target/status; "
+            "rule:NAME level:hold status:S harness:H exact (enter applies, esc clears)",
             id="fires-filter",
             classes="hidden",
         )
@@ -246,8 +248,10 @@ class FiresPane(StorePane):
     def _update_status(self) -> None:
         mode = "following" if self.following and not self.has_newer else "paused"
         shown = f"{len(self.window)} shown"
-        flt = self.flt.describe()
-        text = f"{mode} · {shown}" + (f" · filter {flt}" if flt else "")
+        flt = escape(self.flt.describe())
+        text = f"{mode} · {shown}" + (
+            f" · [reverse] filter {flt} [/] esc clears, / edits" if flt else ""
+        )
         self.query_one("#fires-status", Static).update(text)
         badge = self.query_one("#fires-badge", Static)
         if mode == "paused" and self.new_count:
@@ -350,6 +354,21 @@ class FiresPane(StorePane):
         box = self.query_one("#fires-filter", Input)
         box.add_class("hidden")
         self.query_one(FiresTable).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc clears only when there is a filter (box open or applied); else it goes back."""
+        if action == "clear_filter":
+            box = self.query_one("#fires-filter", Input)
+            return not self.flt.empty or not box.has_class("hidden")
+        return True
+
+    def action_clear_filter(self) -> None:
+        """Esc: drop the filter (applied or being typed) and follow the whole tail again."""
+        self.query_one("#fires-filter", Input).value = ""
+        self.action_close_filter()
+        if not self.flt.empty:
+            self.flt = FireFilter()
+            self._start()
 
     def set_filter_text(self, text: str) -> None:
         """Apply a filter given as text (also used by the Fleet pane)."""

@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
+from console.messages import OpenExplain
 from console.panes.base import StorePane
 from console.widgets.confirm import AskText
 from engine.views.holds import HoldRow, list_holds
@@ -27,6 +28,7 @@ def _when(ms: int | None) -> str:
 
 class HoldsPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "explain", "Explain its fire"),
         Binding("x", "release", "Release hold"),
         Binding("r", "refresh", "Refresh"),
     ]
@@ -93,6 +95,20 @@ class HoldsPane(StorePane):
         if not self.rows or not 0 <= table.cursor_row < len(self.rows):
             return None
         return self.rows[table.cursor_row]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_explain()
+
+    def action_explain(self) -> None:
+        """Enter: the fire that created the selected hold, in Explain."""
+        hold = self.selected()
+        if hold is None:
+            return
+        if hold.fire_id is None:
+            self.app.notify(f"hold {hold.id} records no fire that created it", severity="warning")
+            return
+        self.post_message(OpenExplain(hold.fire_id))
 
     def action_release(self) -> None:
         hold = self.selected()

@@ -35,11 +35,12 @@ class RulesPane(StorePane):
         Binding("enter", "view_source", "Source + lint"),
         Binding("b", "backtest", "Backtest"),
         Binding("r", "refresh", "Refresh"),
+        Binding("escape", "close_source", "Close source", show=False),
     ]
     DEFAULT_CSS = """
     RulesPane #rules-body { height: 1fr; }
     RulesPane #rules-table { width: 1fr; }
-    RulesPane #rules-source { width: 44; border: round $primary; padding: 0 1; }
+    RulesPane #rules-source { width: 50%; min-width: 64; border: round $primary; padding: 0 1; }
     """
 
     class Updated(Message):
@@ -158,10 +159,20 @@ class RulesPane(StorePane):
         )
         self.query_one("#rules-source").remove_class("hidden")
         self.query_one("#rules-source-text", Static).update(
-            f"[b]{escape(rule.name)}[/b] · {escape(rule.source_file)}\n"
+            f"[b]{escape(rule.name)}[/b]  [dim](esc closes)[/dim]\n{escape(rule.source_file)}\n"
             f"hash {rule.hash[:16]} · cost {rule.static_cost} · {escape(row.state_detail)}\n"
             f"{verdict}\n\n{escape(rule.text)}"
         )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc closes the source panel when it is open; otherwise it goes back (the app's)."""
+        if action == "close_source":
+            return not self.query_one("#rules-source").has_class("hidden")
+        return True
+
+    def action_close_source(self) -> None:
+        self.query_one("#rules-source").add_class("hidden")
+        self.query_one("#rules-table").focus()
 
     def action_backtest(self) -> None:
         row = self.selected()

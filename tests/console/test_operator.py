@@ -1,0 +1,187 @@
+"""Pilot tests for what an operator tripped on (issue 11): keys, focus, Esc, filters, Explain."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Input, Static, TabbedContent
+
+from console.app import PANES, HarnessConsole
+from console.help import KeysScreen
+from console.panes.decide import DecidePane
+from console.panes.explain import ExplainPane
+from console.panes.fires import FiresPane
+from console.panes.fleet import FleetPane
+from console.panes.holds import HoldsPane
+from console.panes.rules import RulesPane
+from tests.console.conftest import AppFactory
+
+
+def text(app: HarnessConsole, selector: str) -> str:
+    return str(app.query_one(selector, Static).render())
+
+
+async def until(pilot: Pilot[Any], predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await pilot.pause(0.05)
+
+
+def active(app: HarnessConsole) -> str:
+    return str(app.query_one("#panes", TabbedContent).active)
+
+
+async def test_decide_esc_frees_the_number_keys(make_app: AppFactory, spec_file: Path) -> None:
+    """Item 3: once the input has focus, Esc gives the pane back its keys."""
+    app = make_app(initial="decide", specs=(str(spec_file),))
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(DecidePane)
+        await until(pilot, lambda: pane.spec is not None)
+        box = app.query_one("#decide-input", Input)
+        assert app.focused is box
+        await pilot.press("f", "3")
+        assert box.value == "f3" and active(app) == "decide"  # typing still types
+        await pilot.press("escape")
+        assert app.focused is not box and active(app) == "decide"
+        await pilot.press("3")
+        assert active(app) == "rules" and box.value == "f3"
+        await pilot.press("5", "i")
+        await pilot.pause(0.1)
+        assert app.focused is box
+
+
+async def test_question_mark_lists_every_key_of_every_pane(make_app: AppFactory) -> None:
+    """Item 11: `?` shows all keys (numbers included); the footer shows the pane numbers."""
+    from textual.widgets._footer import FooterKey
+
+    app = make_app(initial="fleet")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause(0.2)
+        footer_keys = {k.key for k in app.screen.query(FooterKey)}
+        assert {"1", "8"} <= footer_keys
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, KeysScreen)
+        titles = [title for title, _rows in app.screen.sections]
+        assert titles == ["Everywhere", *(spec.title for spec in PANES)]
+        flat = {(title, key) for title, rows in app.screen.sections for key, _ in rows}
+        assert ("Everywhere", "1-8") in flat or ("Everywhere", f"1-{len(PANES)}") in flat
+        assert ("Holds", "x") in flat and ("Holds", "⏎") in flat
+        assert ("Fires", "/") in flat and ("Decide", "^s") in flat
+        await pilot.press("escape")
+        assert not isinstance(app.screen, KeysScreen)
+
+
+async def test_esc_returns_from_explain_to_where_you_came_from(make_app: AppFactory) -> None:
+    """Item 11: Fires → enter → Explain → Esc is back on Fires."""
+    app = make_app(initial="fires")
+    async with app.run_test(size=(120, 36)) as pilot:
+        fires = app.query_one(FiresPane)
+        await until(pilot, lambda: fires.window)
+        await pilot.press("enter")
+        await until(pilot, lambda: active(app) == "explain")
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert active(app) == "fires"
+
+
+async def test_rules_source_panel_closes_with_esc(make_app: AppFactory) -> None:
+    """Item 13: the side panel closes with Esc and fits a rule's name on one line."""
+    app = make_app(initial="rules")
+    async with app.run_test(size=(120, 36)) as pilot:
+        rules = app.query_one(RulesPane)
+        await until(pilot, lambda: rules.rows)
+        await pilot.press("enter")
+        panel = app.query_one("#rules-source")
+        await pilot.pause(0.1)
+        assert panel.display and not panel.has_class("hidden")
+        assert panel.size.width >= 60
+        await pilot.press("escape")
+        await pilot.pause(0.05)
+        assert panel.has_class("hidden") and active(app) == "rules"
+
+
+async def test_fires_filter_substring_esc_clears_and_fleet_filter_shown(
+    make_app: AppFactory,
+) -> None:
+    """Item 8: a bare word is a substring of rule/harness/target/status; Esc clears it."""
+    app = make_app(initial="fires")
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(FiresPane)
+        await until(pilot, lambda: pane.window)
+        await pilot.press("slash", *"same_err", "enter")
+        await until(pilot, lambda: pane.flt.words == ("same_err",) and pane.window)
+        assert {f.rule for f in pane.window} == {"restart_same_error"}
+        assert "esc clears" in text(app, "#fires-status")
+        await pilot.press("escape")
+        await until(pilot, lambda: pane.flt.empty and pane.window)
+        assert len({f.rule for f in pane.window}) > 1
+        app.action_show_pane("fleet")
+        fleet = app.query_one(FleetPane)
+        await until(pilot, lambda: fleet.rows)
+        await pilot.pause(0.1)
+        await pilot.press("enter")
+        harness = fleet.rows[0].harness
+        await until(pilot, lambda: active(app) == "fires" and pane.loaded)
+        status = text(app, "#fires-status")
+        assert f"harness:{harness}" in status and "esc clears" in status
+
+
+async def test_explain_reads_like_a_story(make_app: AppFactory, store: Path) -> None:
+    """Item 7: dates not epoch ms, rows behind aggregates, scrolled to the new step, the hold."""
+    app = make_app(initial="holds")
+    async with app.run_test(size=(120, 30)) as pilot:
+        holds = app.query_one(HoldsPane)
+        await until(pilot, lambda: holds.rows)
+        hold = holds.rows[0]
+        assert hold.fire_id is not None
+        await pilot.press("enter")  # item 16: Holds → Enter explains the fire behind it
+        explain = app.query_one(ExplainPane)
+        await until(pilot, lambda: explain.explanation is not None)
+        assert active(app) == "explain" and explain.explanation is not None
+        assert explain.explanation.fire_id == hold.fire_id
+        event = "\n".join(explain.explanation.steps[0].lines)
+        assert "at: 20" in event and "Z (" in event
+        calls = [s for s in explain.explanation.steps if s.kind == "call"]
+        assert calls and any(" run " in line and "seq " in line for line in calls[0].lines)
+        actions = explain.explanation.steps[-1]
+        assert f"created hold #{hold.id} on {hold.harness}" in "\n".join(actions.lines)
+        for _ in explain.explanation.steps:
+            await pilot.press("right")
+        await pilot.pause(0.2)
+        scroll = app.query_one("#explain-steps")
+        current = app.query_one("#explain-current")
+        assert scroll.max_scroll_y > 0 and scroll.scroll_y > 0
+        assert current.region.y >= scroll.region.y
+        assert "created hold" in text(app, "#explain-current")
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert active(app) == "holds"
+
+
+async def test_explain_in_demo_names_the_in_memory_enforce(store: Path, policy_dir: Path) -> None:
+    """Item 7: in --demo the decision says the session enforces the rule in memory."""
+    from console.context import ConsoleContext
+    from engine.config import HarnessConfig
+    from engine.views.live import DEMO_ENFORCE, demo_config
+    from engine.views.session import ConsoleOptions
+
+    options = ConsoleOptions(
+        store_path=store, demo=True, policy_dir=policy_dir, config=demo_config(HarnessConfig())
+    )
+    context = ConsoleContext(options, live=False, evaluate=False, cursor_blink=False)
+    app = HarnessConsole(context, initial="holds", watch_files=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        holds = app.query_one(HoldsPane)
+        await until(pilot, lambda: holds.rows)
+        await pilot.press("enter")
+        explain = app.query_one(ExplainPane)
+        await until(pilot, lambda: explain.explanation is not None)
+        assert explain.explanation is not None and explain.explanation.rule == DEMO_ENFORCE
+        decision = next(s for s in explain.explanation.steps if s.kind == "decision")
+        joined = "\n".join(decision.lines)
+        assert "enforced in memory by this --demo session" in joined
+        assert "(absent)" not in joined
