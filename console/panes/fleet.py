@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey
 from textual.worker import get_current_worker
 
 from console.context import ConsoleContext
@@ -40,7 +42,9 @@ class FleetPane(StorePane):
     def compose(self) -> ComposeResult:
         yield Static("", id="fleet-status", classes="status-line")
         table: DataTable[str] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("harness", "state", "project", "last event", "fires 24h", "activity 24h")
+        for label in ("harness", "state", "project", "last event", "fires 24h"):
+            table.add_column(label)
+        table.add_column("activity 24h", key="activity")
         yield table
 
     def on_mount(self) -> None:
@@ -55,7 +59,8 @@ class FleetPane(StorePane):
     def _load(self) -> None:
         worker = get_current_worker()
         now = self.context.clock()
-        rows = self.with_store(lambda conn: fleet_summary(conn, now))
+        stale = self.context.current_config.console_stale_after_ms
+        rows = self.with_store(lambda conn: fleet_summary(conn, now, stale_after_ms=stale))
         if rows is not None and not worker.is_cancelled:
             self.post_message(self.Updated(rows))
 
@@ -64,15 +69,23 @@ class FleetPane(StorePane):
         table = self.query_one("#fleet-table", DataTable)
         cursor = table.cursor_row
         table.clear()
+        # one scale for the whole screen, so rows compare (said in the column header)
+        top = max((max(r.activity, default=0) for r in message.rows), default=0)
+        table.columns[ColumnKey("activity")].label = Text(
+            f"activity 24h (█ = {top}/h)" if top else "activity 24h"
+        )
         for r in message.rows:
             style = STATE_STYLE.get(r.state, "")
+            state = f"[{style}]{r.state}[/]" if style else r.state
+            if r.stale:
+                state = f"[bold magenta]stale[/] [dim]{r.state}[/]"
             table.add_row(
                 r.harness,
-                f"[{style}]{r.state}[/]" if style else r.state,
+                state,
                 r.project,
                 format_age(r.last_age_ms),
-                str(r.fires_24h),
-                sparkline(r.activity),
+                str(r.fires_24h) if r.fires_24h else "",
+                sparkline(r.activity, top),
                 key=r.harness,
             )
         if message.rows:
@@ -81,8 +94,16 @@ class FleetPane(StorePane):
         for r in message.rows:
             counts[r.state] = counts.get(r.state, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        stale = sum(1 for r in message.rows if r.stale)
+        after = format_age(self.context.current_config.console_stale_after_ms)
         self.query_one("#fleet-status", Static).update(
-            f"{len(message.rows)} harnesses" + (f": {summary}" if summary else "")
+            f"{len(message.rows)} harnesses"
+            + (f": {summary}" if summary else "")
+            + (
+                f" · {stale} stale (running, silent > {after}; \\[console] stale_after)"
+                if stale
+                else ""
+            )
         )
 
     def action_fires_for(self) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Input, Static, TabbedContent
+from textual.widgets import DataTable, Input, Static, TabbedContent
+from textual.widgets.data_table import ColumnKey
 
 from console.app import PANES, HarnessConsole
 from console.help import KeysScreen
@@ -185,3 +186,54 @@ async def test_explain_in_demo_names_the_in_memory_enforce(store: Path, policy_d
         joined = "\n".join(decision.lines)
         assert "enforced in memory by this --demo session" in joined
         assert "(absent)" not in joined
+
+
+async def test_fleet_one_scale_blank_zeros(make_app: AppFactory) -> None:
+    """Item 5: zeros are blank, every row shares one scale, and the header says it."""
+    from console.widgets.spark import sparkline
+    from tests.console.conftest import END_MS
+
+    app = make_app(initial="fleet", live=False, clock_ms=END_MS + 20 * 3_600_000)
+    async with app.run_test(size=(160, 45)) as pilot:
+        fleet = app.query_one(FleetPane)
+        await until(pilot, lambda: fleet.rows)
+        table = app.query_one("#fleet-table", DataTable)
+        top = max(max(r.activity) for r in fleet.rows)
+        assert top > 0
+        label = str(table.columns[ColumnKey("activity")].label)
+        assert f"█ = {top}/h" in label
+        for i, row in enumerate(fleet.rows):
+            cell = str(table.get_row_at(i)[-1])
+            assert cell == sparkline(row.activity, top)
+            assert [c == " " for c in cell] == [v == 0 for v in row.activity]
+        assert sparkline([0, 0, 0]) == "   "
+
+
+async def test_fleet_marks_stale_running_harnesses(make_app: AppFactory) -> None:
+    """Item 6: `running` with a last event long ago is marked stale (threshold configurable)."""
+    import dataclasses
+
+    from engine.config import HarnessConfig, parse_config
+    from engine.views.live import demo_config
+    from tests.console.conftest import END_MS
+
+    parsed = parse_config('[console]\nstale_after = "3h"\n', "harness.toml")
+    assert parsed.console_stale_after_ms == 3 * 3_600_000
+    config = dataclasses.replace(demo_config(HarnessConfig()), console_stale_after_ms=3_600_000)
+    app = make_app(initial="fleet", live=False, config=config, clock_ms=END_MS + 19 * 3_600_000)
+    async with app.run_test(size=(160, 45)) as pilot:
+        fleet = app.query_one(FleetPane)
+        await until(pilot, lambda: fleet.rows)
+        running = [r for r in fleet.rows if r.state == "running"]
+        assert running and all(r.stale for r in running)
+        table = app.query_one("#fleet-table", DataTable)
+        row = fleet.rows.index(running[0])
+        assert "stale" in str(table.get_row_at(row)[1])
+        assert "stale" in text(app, "#fleet-status") and "[console] stale_after" in text(
+            app, "#fleet-status"
+        )
+    fresh = make_app(initial="fleet", live=False, config=config)
+    async with fresh.run_test(size=(160, 45)) as pilot:
+        fleet = fresh.query_one(FleetPane)
+        await until(pilot, lambda: fleet.rows)
+        assert not any(r.stale for r in fleet.rows if r.last_age_ms < 3_600_000)
