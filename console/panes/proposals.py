@@ -170,6 +170,20 @@ class ProposalsPane(StorePane):
         if proposal.branch:
             self.app.notify(f"#{proposal.id} already has branch {proposal.branch}")
             return
+        config = self.context.current_config
+        if not config.policy_repos:
+            # asking for a repo name here could only end in a failure: say what to configure
+            where = config.source or "harness.toml"
+            self.app.notify(
+                f"no [policy_repo.*] is configured, so there is nowhere to prepare a branch: "
+                f'add `[policy_repo.NAME]` with `path = "~/src/policy"` (a git checkout) '
+                f"to {where}",
+                title="No policy repo",
+                severity="warning",
+                timeout=10,
+                markup=False,
+            )
+            return
 
         def done(answer: str | None) -> None:
             if answer is not None:
