@@ -8,6 +8,7 @@ replaced, and the replace is atomic, so a failed save never leaves a broken spec
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tempfile
@@ -19,8 +20,9 @@ from typing import Any
 from engine.errors import Diagnostic, InputError, Location
 from engine.skillspec.decide import CompiledSpec, Decision, compile_spec
 from engine.skillspec.explain import RuleExplanation, explain
+from engine.skillspec.load import check_spec
 from engine.skillspec.scenarios import TestRun, run_tests
-from engine.yamlsrc import LocDict, LocList, load_yaml_file, parse_yaml
+from engine.yamlsrc import LocDict, LocList, parse_yaml
 
 _EXPECT_LISTS = ("matched_rules", "forbid", "elicit", "after_success")
 
@@ -44,15 +46,27 @@ class DecideResult:
 
 
 def load_spec(path: str | Path) -> LoadedSpec:
-    """Parse and compile ``path``; every problem is an InputError with file:line:col."""
-    doc = load_yaml_file(path)
-    if not isinstance(doc.data, Mapping):
-        raise InputError(
-            f"{path}: a spec must be a mapping",
-            title="Invalid spec",
-            diagnostics=[Diagnostic("a spec must be a mapping", Location(str(path), 1, 1))],
+    """Validate as ``skillspec validate`` does, then compile; problems are located InputErrors.
+
+    The console must refuse what the CLI refuses: deciding on a spec that does
+    not validate would show a route (``nowhere``) the CLI would never give.
+    """
+    report = check_spec(path)
+    if report.data is None or not isinstance(report.data, Mapping):
+        diags = report.errors or (
+            Diagnostic("a spec must be a mapping", Location(str(path), 1, 1)),
         )
-    return LoadedSpec(Path(path), doc.text, compile_spec(doc.data))
+        raise InputError(
+            f"{path}: cannot be read as a spec", title="Invalid spec", diagnostics=diags
+        )
+    if not report.ok:
+        raise InputError(
+            f"{path}: does not validate ({len(report.errors)} error(s)); "
+            "`skillspec validate` refuses it too",
+            title="Spec does not validate",
+            diagnostics=report.errors,
+        )
+    return LoadedSpec(Path(path), report.text, compile_spec(report.data))
 
 
 def decide_input(spec: LoadedSpec, text: str) -> DecideResult:
@@ -122,8 +136,47 @@ def _insert_point(text: str, data: LocDict) -> tuple[int, str, bool]:
     return end, indent, False
 
 
+@dataclass(frozen=True)
+class ScenarioSave:
+    """A checked scenario append, not yet written: the new text and its diff to show first."""
+
+    path: Path
+    old_text: str
+    new_text: str
+    compiled: CompiledSpec
+
+    @property
+    def diff(self) -> str:
+        """A unified diff of the file (what the operator confirms before anything is written)."""
+        return "".join(
+            difflib.unified_diff(
+                self.old_text.splitlines(keepends=True),
+                self.new_text.splitlines(keepends=True),
+                fromfile=str(self.path),
+                tofile=str(self.path),
+                n=2,
+            )
+        )
+
+
 def append_scenario(spec: LoadedSpec, name: str, decision: Decision) -> LoadedSpec:
-    """Append a scenario test for ``decision`` to the spec file; return the reloaded spec.
+    """Append a scenario test for ``decision`` to the spec file; return the reloaded spec."""
+    return write_scenario(spec, prepare_scenario(spec, name, decision))
+
+
+def write_scenario(spec: LoadedSpec, save: ScenarioSave) -> LoadedSpec:
+    """Write a prepared append atomically, unless the file changed since it was prepared."""
+    if save.path.read_text(encoding="utf-8") != save.old_text:
+        raise InputError(
+            f"{save.path}: changed on disk since it was loaded; reload and try again",
+            title="Cannot save scenario",
+        )
+    _atomic_write(save.path, save.new_text)
+    return LoadedSpec(spec.path, save.new_text, save.compiled)
+
+
+def prepare_scenario(spec: LoadedSpec, name: str, decision: Decision) -> ScenarioSave:
+    """Check a scenario test for ``decision`` appended to the spec; nothing is written.
 
     Refuses (InputError) when the file changed on disk since it was loaded, when
     the result would not parse or compile, or when the new test would not pass.
@@ -158,8 +211,7 @@ def append_scenario(spec: LoadedSpec, name: str, decision: Decision) -> LoadedSp
             "the new scenario test would not pass against the spec; not saved",
             title="Cannot save scenario",
         )
-    _atomic_write(spec.path, new_text)
-    return LoadedSpec(spec.path, new_text, compiled)
+    return ScenarioSave(spec.path, current, new_text, compiled)
 
 
 def _atomic_write(path: Path, text: str) -> None:

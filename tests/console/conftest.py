@@ -44,9 +44,11 @@ description: Routes PDF work.
 
 routes:
   - id: inspect_pdf
+    label: Inspect
     rank: 1
     description: Look at the PDF first.
   - id: fill_pdf_form
+    label: Fill form
     rank: 2
     description: Fill a form.
 

@@ -237,3 +237,59 @@ async def test_fleet_marks_stale_running_harnesses(make_app: AppFactory) -> None
         fleet = fresh.query_one(FleetPane)
         await until(pilot, lambda: fleet.rows)
         assert not any(r.stale for r in fleet.rows if r.last_age_ms < 3_600_000)
+
+
+async def test_decide_refuses_a_spec_validate_rejects(
+    make_app: AppFactory, spec_file: Path
+) -> None:
+    """Item 4: one loader for CLI and console: an invalid spec shows its located errors."""
+    from engine.skillspec.load import check_spec
+
+    bad = spec_file.parent / "bad.spec.yml"
+    bad.write_text(
+        spec_file.read_text(encoding="utf-8").replace("prefer: fill_pdf_form", "prefer: nowhere"),
+        encoding="utf-8",
+    )
+    assert not check_spec(bad).ok  # what `skillspec validate` says
+    app = make_app(initial="decide", specs=(str(bad),))
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(DecidePane)
+        await until(pilot, lambda: pane.error)
+        assert pane.spec is None
+        box = text(app, "#decide-error")
+        line = bad.read_text(encoding="utf-8").splitlines().index("    prefer: nowhere") + 1
+        assert "does not validate" in box and f"bad.spec.yml:{line}:" in box
+        assert "nowhere" in box
+        await pilot.press(*"fill the form")
+        await pilot.pause(0.2)
+        assert pane.result is None  # no route=nowhere decision
+
+
+async def test_decide_save_shows_path_and_diff_first(make_app: AppFactory, spec_file: Path) -> None:
+    """Item 14: ctrl+s shows the full path and a diff; nothing is written until confirmed."""
+    from console.widgets.confirm import AskText, ConfirmDiff
+
+    app = make_app(initial="decide", specs=(str(spec_file),))
+    before = spec_file.read_text(encoding="utf-8")
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(DecidePane)
+        await until(pilot, lambda: pane.spec is not None)
+        await pilot.press(*"fill the form")
+        await until(pilot, lambda: pane.result is not None and pane.result.decision.route)
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, AskText) and str(spec_file.resolve()) in app.screen.detail
+        await pilot.press(*"previewed", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDiff))
+        screen = app.screen
+        assert isinstance(screen, ConfirmDiff)
+        assert screen.path == str(spec_file.resolve())
+        assert '+  - name: "previewed"' in screen.diff and screen.diff.startswith("---")
+        assert spec_file.read_text(encoding="utf-8") == before
+        await pilot.press("n")
+        await pilot.pause(0.1)
+        assert spec_file.read_text(encoding="utf-8") == before
+        await pilot.press("ctrl+s", *"previewed", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDiff))
+        await pilot.press("y")
+        await until(pilot, lambda: "2 passed" in text(app, "#decide-tests-text"))
+        assert '- name: "previewed"' in spec_file.read_text(encoding="utf-8")
