@@ -9,6 +9,7 @@ light/dark theme, and file reload.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -332,4 +333,7 @@ def run_console(options: ConsoleOptions) -> int:
     """Entry point used by ``harness console``; returns the process exit code."""
     app = HarnessConsole(ConsoleContext(options))
     result = app.run()
+    if options.temp_dir is not None and app.return_code in (0, None):
+        # --demo's store, policy and spec were temporary: a clean exit leaves nothing behind
+        shutil.rmtree(options.temp_dir, ignore_errors=True)
     return int(result or 0)

@@ -47,6 +47,61 @@ message: "{harness} tripped the loop guard twice (run {run})"
 """
 
 
+#: The skill spec ``--demo`` opens in Decide (written for this project: an
+#: operator's requests about the fleet, routed to the pane or command that answers them).
+DEMO_SPEC = """\
+# Demo skill spec shipped with `harness console --demo` (a temporary copy).
+schema: skillspec/v0
+id: harness.operator
+title: Fleet operator requests
+description: Routes an operator's request about the fleet to the view that answers it.
+
+routes:
+  - id: explain_fire
+    label: Explain a fire
+    rank: 1
+    description: Step through why a rule fired (Fires, enter).
+  - id: review_hold
+    label: Review a hold
+    rank: 2
+    description: Look at the fire behind a hold before releasing it (Holds, enter).
+  - id: backtest_rule
+    label: Backtest a rule
+    rank: 3
+    description: Run a rule over recorded history before enforcing it.
+
+rules:
+  - id: why_questions_explain
+    when:
+      user_says_any: ["why did", "what fired", "explain"]
+    prefer: explain_fire
+    reason: A fire's explanation recomputes its aggregates from the journal.
+  - id: release_needs_review
+    when:
+      user_says_any: ["release", "unblock", "held"]
+    prefer: review_hold
+    forbid: [release_without_reason]
+    reason: A hold is released with a reason, after reading the fire that made it.
+  - id: enforce_needs_backtest
+    when:
+      user_says_any: ["enforce", "promote", "turn on"]
+    prefer: backtest_rule
+    forbid: [enforce_untested_rule]
+    reason: Enforcing acts on real runs; see what it would have held first.
+
+tests:
+  - name: why goes to explain
+    input: why did h05 stop
+    expect:
+      route: explain_fire
+  - name: releasing is reviewed first
+    input: please release the hold on h05
+    expect:
+      route: review_hold
+      forbid: [release_without_reason]
+"""
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -64,6 +119,14 @@ def write_demo_policy(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "loop_guard_repeated.yml").write_text(DEMO_OVERRIDE, encoding="utf-8")
     return directory
+
+
+def write_demo_spec(directory: Path) -> Path:
+    """Write the demo's skill spec into ``directory`` so Decide works out of the box."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "operator.spec.yml"
+    path.write_text(DEMO_SPEC, encoding="utf-8")
+    return path
 
 
 def write_demo_history(store: Path, now_ms: int, *, days: int = 2, seed: int = 7) -> int:

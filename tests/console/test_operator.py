@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static, TabbedContent
 from textual.widgets.data_table import ColumnKey
@@ -293,3 +294,28 @@ async def test_decide_save_shows_path_and_diff_first(make_app: AppFactory, spec_
         await pilot.press("y")
         await until(pilot, lambda: "2 passed" in text(app, "#decide-tests-text"))
         assert '- name: "previewed"' in spec_file.read_text(encoding="utf-8")
+
+
+async def test_demo_ships_a_spec_and_removes_its_temp_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Item 15: --demo opens Decide on a bundled spec; a clean exit removes the temp store."""
+    import console.app
+    from console.context import ConsoleContext
+    from engine.views.session import ConsoleOptions
+
+    monkeypatch.setenv("HARNESS_CONFIG", str(tmp_path / "absent.toml"))
+    options = ConsoleOptions.from_args(store=None, demo=True)
+    assert options.temp_dir is not None and options.store_path.parent == options.temp_dir
+    assert [p.name for p in options.spec_files()] == ["operator.spec.yml"]
+    context = ConsoleContext(options, live=False, evaluate=False, cursor_blink=False)
+    app = HarnessConsole(context, initial="decide", watch_files=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(DecidePane)
+        await until(pilot, lambda: pane.spec is not None)
+        assert "2 passed, 0 failed" in text(app, "#decide-tests-text")
+    assert options.temp_dir.exists()
+
+    monkeypatch.setattr(console.app.HarnessConsole, "run", lambda self: 0)
+    assert console.app.run_console(options) == 0
+    assert not options.temp_dir.exists()
