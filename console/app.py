@@ -24,7 +24,7 @@ from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, TextA
 from console.context import ConsoleContext
 from console.errors import ConsoleError
 from console.help import HelpScreen, KeysScreen
-from console.messages import OpenBacktest, OpenExplain, ShowError, ShowPane
+from console.messages import Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
 from console.panes.backtest import BacktestPane
 from console.panes.base import StorePane
 from console.panes.decide import DecidePane
@@ -164,7 +164,13 @@ class HarnessConsole(App[int]):
         """The embedded evaluator: acts when it holds the store lease, else follows."""
         opts = self.context.options
         try:
-            run_evaluator(opts.store_path, self.context.current_config, opts.policy_dir, stop)
+            run_evaluator(
+                opts.store_path,
+                self.context.current_config,
+                opts.policy_dir,
+                stop,
+                on_progress=lambda cursor, head: self.post_message(Backlog(cursor, head)),
+            )
         except HarnessError as exc:
             self.post_message(ShowError(f"Evaluator stopped: {exc.title}", str(exc)))
 
@@ -321,6 +327,11 @@ class HarnessConsole(App[int]):
 
     def on_show_pane(self, message: ShowPane) -> None:
         self.action_show_pane(message.pane)
+
+    def on_backlog(self, message: Backlog) -> None:
+        if self.screen_stack:  # the panes live on the base screen, under any modal
+            for pane in self.screen_stack[0].query(RulesPane):
+                pane.show_backlog(message.cursor, message.head)
 
     def on_show_error(self, message: ShowError) -> None:
         self.notify(message.message, title=message.title, severity="error", timeout=8)

@@ -32,6 +32,7 @@ from console.context import ConsoleContext
 from console.messages import OpenExplain
 from console.panes.base import StorePane
 from engine.errors import HarnessError
+from engine.views.changes import file_stamp
 from engine.views.fires import (
     FireFilter,
     FireRow,
@@ -191,8 +192,14 @@ class FiresPane(StorePane):
             self.has_older = len(rows) == WINDOW
             self._render_window(len(rows) - 1)
             self.loaded = True
+            seen: tuple[object, ...] = ()
             while True:
                 await asyncio.sleep(self.context.poll_interval)
+                # a stat per tick; SQLite only when the store's files (or the mode) moved
+                now = (file_stamp(self.context.store_path), self.following, self.has_newer)
+                if now == seen:
+                    continue
+                seen = now
                 if self.following and not self.has_newer:
                     sql, params = after_query(flt, self.head_id, PAGE * 5)
                     fresh = [row_from_tuple(r) for r in await db.execute_fetchall(sql, params)]

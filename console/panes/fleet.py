@@ -50,17 +50,24 @@ class FleetPane(StorePane):
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(self.context.refresh_interval, self.action_refresh)
+            self.poll_every(self.context.refresh_interval)
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="fleet")
-    def _load(self) -> None:
+    def _load(self, force: bool = False) -> None:
         worker = get_current_worker()
         now = self.context.clock()
         stale = self.context.current_config.console_stale_after_ms
-        rows = self.with_store(lambda conn: fleet_summary(conn, now, stale_after_ms=stale))
+        rows = self.with_store_if_changed(
+            lambda conn: fleet_summary(conn, now, stale_after_ms=stale),
+            extra=(now // 60_000, stale),  # ages and staleness move with the clock
+            force=force,
+        )
         if rows is not None and not worker.is_cancelled:
             self.post_message(self.Updated(rows))
 

@@ -52,15 +52,18 @@ class HoldsPane(StorePane):
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(self.context.refresh_interval, self.action_refresh)
+            self.poll_every(self.context.refresh_interval)
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="holds")
-    def _load(self) -> None:
+    def _load(self, force: bool = False) -> None:
         now = self.context.clock()
-        rows = self.with_store(lambda conn: list_holds(conn, now_ms=now))
+        rows = self.with_store_if_changed(lambda conn: list_holds(conn, now_ms=now), force=force)
         if rows is not None:
             self.post_message(self.Updated(rows))
 

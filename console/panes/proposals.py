@@ -90,14 +90,17 @@ class ProposalsPane(StorePane):
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(max(self.context.refresh_interval, 5.0), self.action_refresh)
+            self.poll_every(max(self.context.refresh_interval, 5.0))
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="proposals")
-    def _load(self) -> None:
-        rows = self.with_store(list_proposals)
+    def _load(self, force: bool = False) -> None:
+        rows = self.with_store_if_changed(list_proposals, force=force)
         if rows is not None:
             self.post_message(self.Updated(rows))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import ClassVar
 
 from rich.markup import escape
@@ -16,7 +17,6 @@ from console.context import ConsoleContext
 from console.messages import OpenBacktest
 from console.panes.base import StorePane
 from console.panes.fires import format_at
-from engine.errors import HarnessError
 from engine.rules.model import LoadResult
 from engine.views.rules import (
     FireCounter,
@@ -54,6 +54,9 @@ class RulesPane(StorePane):
         self.result: LoadResult | None = None
         self.rows: list[RuleRow] = []
         self.counter = FireCounter()
+        #: The embedded evaluator's (cursor, head) while it is behind the journal, else None.
+        self.backlog: tuple[int, int] | None = None
+        self._summary = ""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rules-status", classes="status-line")
@@ -68,25 +71,28 @@ class RulesPane(StorePane):
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(max(self.context.refresh_interval, 5.0), self.action_refresh)
+            self.poll_every(max(self.context.refresh_interval, 5.0))
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="rules")
-    def _load(self) -> None:
-        try:
-            config = self.context.current_config
-            result = keep_last_good(
-                self.result, load_console_rules(config, self.context.options.policy_dir)
-            )
-        except HarnessError as exc:
-            self.report(exc)
-            return
-        compiled = [c.rule for c in result.rules]
-        rows = self.with_store(lambda conn: rule_rows(conn, compiled, config, self.counter))
-        if rows is not None:
-            self.post_message(self.Updated(result, rows))
+    def _load(self, force: bool = False) -> None:
+        config = self.context.current_config
+        policy_dir = self.context.options.policy_dir
+
+        def read(conn: sqlite3.Connection) -> tuple[LoadResult, list[RuleRow]]:
+            # rule files are re-read on a forced refresh (the app forces one when they change)
+            result = keep_last_good(self.result, load_console_rules(config, policy_dir))
+            compiled = [c.rule for c in result.rules]
+            return result, rule_rows(conn, compiled, config, self.counter)
+
+        got = self.with_store_if_changed(read, force=force or self.result is None)
+        if got is not None:
+            self.post_message(self.Updated(*got))
 
     def on_rules_pane_updated(self, message: Updated) -> None:
         self.result = message.result
@@ -129,10 +135,27 @@ class RulesPane(StorePane):
         counts: dict[str, int] = {}
         for r in message.rows:
             counts[r.state] = counts.get(r.state, 0) + 1
-        self.query_one("#rules-status", Static).update(
-            f"{len(message.rows)} rules: "
-            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        self._summary = f"{len(message.rows)} rules: " + ", ".join(
+            f"{n} {s}" for s, n in sorted(counts.items())
         )
+        self._show_status()
+
+    def show_backlog(self, cursor: int, head: int) -> None:
+        """Say the evaluator is catching up (fire counts are still growing), or stop saying it."""
+        was = self.backlog
+        self.backlog = (cursor, head) if cursor < head else None
+        if was is None and self.backlog is None:
+            return  # the usual case while following a live store: nothing to say
+        self._show_status()
+        if self.backlog is None:
+            self.action_refresh()  # just caught up: show the final counts now
+
+    def _show_status(self) -> None:
+        text = self._summary
+        if self.backlog is not None:
+            cursor, head = self.backlog
+            text = f"[b yellow]evaluating backlog: seq {cursor:,} of {head:,}[/] · " + text
+        self.query_one("#rules-status", Static).update(text)
 
     def selected(self) -> RuleRow | None:
         table = self.query_one("#rules-table", DataTable)
