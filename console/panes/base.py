@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from textual.containers import Vertical
 from textual.widget import Widget
+from textual.worker import NoActiveWorker, get_current_worker
 
 from console.context import ConsoleContext
 from console.messages import ShowError
@@ -21,6 +22,13 @@ from engine.errors import HarnessError
 from engine.views.changes import store_version
 
 T = TypeVar("T")
+
+
+def _cancelled() -> bool:
+    try:
+        return get_current_worker().is_cancelled
+    except NoActiveWorker:
+        return False
 
 
 class StorePane(Vertical):
@@ -54,10 +62,11 @@ class StorePane(Vertical):
         return True
 
     def _tick(self) -> None:
-        if self._shown():
-            self.poll()
-        else:
+        if not self._shown():
             self._missed = True
+        elif not any(w.node is self and not w.is_finished for w in self.app.workers):
+            # a tick never cancels a read in flight: on a slow store that would starve the pane
+            self.poll()
 
     def on_show(self) -> None:
         if self._missed:
@@ -89,7 +98,8 @@ class StorePane(Vertical):
             return version, read(conn)
 
         got = self.with_store(probe)
-        if got is None:
+        if got is None or _cancelled():
+            # a newer load replaced this one: keep the old version so that one reads
             return None
         version, result = got
         if result is not None:

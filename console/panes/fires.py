@@ -23,6 +23,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.events import MouseScrollUp
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
@@ -177,6 +178,8 @@ class FiresPane(StorePane):
             try:
                 await self._tail_once()
                 return
+            except NoMatches:
+                return  # the pane is being removed (the app is closing)
             except (sqlite3.Error, OSError) as exc:
                 self.query_one("#fires-status", Static).update(f"store not readable: {exc}")
                 await asyncio.sleep(1.0)

@@ -11,7 +11,6 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import ColumnKey
-from textual.worker import get_current_worker
 
 from console.context import ConsoleContext
 from console.messages import ShowPane
@@ -60,7 +59,6 @@ class FleetPane(StorePane):
 
     @work(thread=True, exclusive=True, group="fleet")
     def _load(self, force: bool = False) -> None:
-        worker = get_current_worker()
         now = self.context.clock()
         stale = self.context.current_config.console_stale_after_ms
         rows = self.with_store_if_changed(
@@ -68,7 +66,7 @@ class FleetPane(StorePane):
             extra=(now // 60_000, stale),  # ages and staleness move with the clock
             force=force,
         )
-        if rows is not None and not worker.is_cancelled:
+        if rows is not None:
             self.post_message(self.Updated(rows))
 
     def on_fleet_pane_updated(self, message: Updated) -> None:

@@ -319,3 +319,100 @@ async def test_demo_ships_a_spec_and_removes_its_temp_store(
     monkeypatch.setattr(console.app.HarnessConsole, "run", lambda self: 0)
     assert console.app.run_console(options) == 0
     assert not options.temp_dir.exists()
+
+
+async def test_backlog_progress_is_shown(tmp_path: Path, policy_dir: Path) -> None:
+    """Item 10: while the embedded evaluator works through a backlog, Rules says so."""
+    from console.context import ConsoleContext
+    from engine.config import HarnessConfig
+    from engine.fleet.sim import write_fleet
+    from engine.store.db import connect
+    from engine.views.live import demo_config
+    from engine.views.session import ConsoleOptions
+    from tests.console.conftest import END_MS, START_MS
+
+    store = tmp_path / "backlog.db"
+    conn = connect(store)
+    write_fleet(conn, days=1, start_ms=START_MS, end_ms=END_MS, validate=False)
+    head = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
+    conn.close()
+    options = ConsoleOptions(
+        store_path=store, policy_dir=policy_dir, config=demo_config(HarnessConfig())
+    )
+    context = ConsoleContext(options, clock=lambda: END_MS, evaluate=True, cursor_blink=False)
+    app = HarnessConsole(context, initial="rules", watch_files=False)
+    seen: list[str] = []
+    async with app.run_test(size=(160, 45)) as pilot:
+        rules = app.query_one(RulesPane)
+
+        def progress() -> bool:
+            status = text(app, "#rules-status")
+            if "evaluating backlog" in status:
+                seen.append(status)
+            return bool(seen)
+
+        await until(pilot, progress, timeout=30)
+        assert f"of {head:,}" in seen[0] and rules.backlog is not None
+
+
+async def test_idle_console_does_not_reread_a_static_store(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, store: Path
+) -> None:
+    """Item 10: on a static store, timer refreshes cost a version probe, not the pane's read."""
+    import console.panes.fleet
+    import console.panes.holds
+    from tests.console.test_panes import _add_fire
+
+    calls = {"fleet": 0, "holds": 0}
+    real_fleet = console.panes.fleet.fleet_summary
+    real_holds = console.panes.holds.list_holds
+
+    def fleet(*args: Any, **kwargs: Any) -> Any:
+        calls["fleet"] += 1
+        return real_fleet(*args, **kwargs)
+
+    def holds(*args: Any, **kwargs: Any) -> Any:
+        calls["holds"] += 1
+        return real_holds(*args, **kwargs)
+
+    monkeypatch.setattr(console.panes.fleet, "fleet_summary", fleet)
+    monkeypatch.setattr(console.panes.holds, "list_holds", holds)
+    app = make_app(initial="fleet")  # refresh_interval 0.5 s, live
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(FleetPane)
+        await until(pilot, lambda: pane.rows)
+        await pilot.pause(0.3)
+        first = dict(calls)
+        await pilot.pause(2.5)  # five timer ticks
+        assert calls == first  # nothing changed, nothing re-read; hidden Holds reads nothing
+        await pilot.press("r")  # an explicit refresh still reads
+        await until(pilot, lambda: calls["fleet"] > first["fleet"])
+        read = dict(calls)
+        _add_fire(store)  # the store moves: the shown pane re-reads, the hidden one waits
+        await until(pilot, lambda: calls["fleet"] > read["fleet"], timeout=3)
+        await pilot.pause(1.2)
+        assert calls["holds"] == read["holds"]
+        app.action_show_pane("holds")  # shown again: catches up at once
+        await until(pilot, lambda: calls["holds"] > read["holds"], timeout=3)
+
+
+def test_quiet_stepper_skips_sqlite_while_the_store_files_stand_still(tmp_path: Path) -> None:
+    """Item 10: the embedded evaluator's empty steps do not touch SQLite on a static store."""
+    from engine.views.live import IDLE_STEP, QuietStepper
+
+    store = tmp_path / "s.db"
+    store.write_bytes(b"x")
+    steps: list[int] = []
+
+    class Inner:
+        def step(self, max_rows: int | None = None) -> object:
+            steps.append(1)
+            return IDLE_STEP
+
+    quiet = QuietStepper(Inner(), store, max_skip_s=60)
+    for _ in range(50):
+        quiet.step()
+    assert len(steps) == 1
+    store.write_bytes(b"xy")  # a write: the next step reads
+    quiet.step()
+    assert len(steps) == 2
