@@ -66,6 +66,8 @@ def explain_fire(
         lines: tuple[str, ...] = tuple(s.lines)
         if s.kind == "event":
             lines = tuple(_event_line(line) for line in lines)
+        elif s.kind == "now":
+            lines = (f"now = {when(exp.fire.at)} ({exp.fire.at} ms)",)
         elif s.kind == "call":
             lines = _call_lines(conn, s)
         elif s.kind == "decision" and demo:
