@@ -218,7 +218,7 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
             shadow_ms = parse_duration_ms(rules_raw["shadow_period"])
         except DurationError as exc:
             bad("memory.rules.shadow_period", str(exc))
-    console_raw = raw.get("console") if isinstance(raw.get("console"), dict) else {}
+    console_raw: dict[str, Any] = raw["console"] if isinstance(raw.get("console"), dict) else {}
     stale_ms = DEFAULT_STALE_AFTER_MS
     if isinstance(console_raw.get("stale_after"), str):
         try:
