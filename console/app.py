@@ -9,21 +9,24 @@ light/dark theme, and file reload.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, TextArea
 
 from console.context import ConsoleContext
 from console.errors import ConsoleError
-from console.help import HelpScreen
-from console.messages import OpenBacktest, OpenExplain, ShowError, ShowPane
+from console.help import HelpScreen, KeysScreen
+from console.messages import Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
 from console.panes.backtest import BacktestPane
+from console.panes.base import StorePane
 from console.panes.decide import DecidePane
 from console.panes.explain import ExplainPane
 from console.panes.fires import FiresPane
@@ -45,46 +48,59 @@ from engine.views.live import (
 )
 from engine.views.session import ConsoleOptions
 
-PANES = (
-    ("fleet", "Fleet"),
-    ("fires", "Fires"),
-    ("rules", "Rules"),
-    ("holds", "Holds"),
-    ("decide", "Decide"),
-    ("explain", "Explain"),
-    ("backtest", "Backtest"),
-    ("proposals", "Proposals"),
-    ("timeline", "Timeline"),
-)
+#: How many panes Esc can step back through.
+MAX_HISTORY = 20
 
-#: What takes focus when a pane is shown (never a hidden filter box).
-FOCUS = {
-    "fleet": "#fleet-table",
-    "fires": "#fires-table",
-    "rules": "#rules-table",
-    "holds": "#holds-table",
-    "decide": "#decide-input",
-    "explain": "#explain-steps",
-    "backtest": "#backtest-rule",
-    "proposals": "#proposals-table",
-    "timeline": "#timeline-grid",
-}
+
+@dataclass(frozen=True, slots=True)
+class PaneSpec:
+    """One pane: its id (also its tab id), tab title, widget class and what takes focus.
+
+    ``focus`` is the pane's main widget, never a hidden filter box; ``home`` is
+    where Esc leaves focus when the operator was typing in one of its inputs
+    (so the number keys switch panes again).
+    """
+
+    id: str
+    title: str
+    cls: type[StorePane | BacktestPane | TimelinePane]
+    focus: str
+    home: str = ""
+
+
+#: The one pane table: tabs, number keys, palette commands, help and focus derive from it.
+PANES: tuple[PaneSpec, ...] = (
+    PaneSpec("fleet", "Fleet", FleetPane, "#fleet-table"),
+    PaneSpec("fires", "Fires", FiresPane, "#fires-table"),
+    PaneSpec("rules", "Rules", RulesPane, "#rules-table"),
+    PaneSpec("holds", "Holds", HoldsPane, "#holds-table"),
+    PaneSpec("decide", "Decide", DecidePane, "#decide-input", home="#decide-decision"),
+    PaneSpec("explain", "Explain", ExplainPane, "#explain-steps"),
+    PaneSpec("backtest", "Backtest", BacktestPane, "#backtest-rule"),
+    PaneSpec("proposals", "Proposals", ProposalsPane, "#proposals-table"),
+    PaneSpec("timeline", "Timeline", TimelinePane, "#timeline-grid"),
+)
+PANE_BY_ID = {spec.id: spec for spec in PANES}
+#: The footer shows the number keys as one group.
+PANE_KEYS = Binding.Group("Panes", compact=True)
 
 
 class HarnessConsole(App[int]):
     """Tabbed panes over one store; see ``console/help.py`` for each pane's keys."""
 
     CSS_PATH = "app.tcss"
-    #: Focus goes to the pane's main widget (see FOCUS), not the tab strip.
+    #: Focus goes to the pane's main widget (see PANES), not the tab strip.
     AUTO_FOCUS = None
     TITLE = "harness console"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f1", "help", "Help"),
         Binding("ctrl+t", "toggle_theme", "Theme"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("question_mark", "keys", "Keys"),
+        Binding("escape", "go_back", "Back", show=False),
         *[
-            Binding(str(i), f"show_pane('{pid}')", title, show=False)
-            for i, (pid, title) in enumerate(PANES, start=1)
+            Binding(str(i), f"show_pane('{spec.id}')", spec.title, group=PANE_KEYS)
+            for i, spec in enumerate(PANES, start=1)
         ],
     ]
 
@@ -101,6 +117,8 @@ class HarnessConsole(App[int]):
         self._eval_stop = threading.Event()
         self._watch_stop = asyncio.Event()
         self.config_error = ""
+        #: Panes shown before the current one, for Esc (newest last).
+        self._history: list[str] = []
 
     def on_load(self) -> None:
         """Create/migrate the store before any pane's worker opens it."""
@@ -150,12 +168,21 @@ class HarnessConsole(App[int]):
         self._eval_stop = threading.Event()
         self._evaluate(self._eval_stop)
 
+    def _backlog(self, cursor: int, head: int) -> None:
+        self.post_message(Backlog(cursor, head))
+
     @work(thread=True, group="evaluator")
     def _evaluate(self, stop: threading.Event) -> None:
         """The embedded evaluator: acts when it holds the store lease, else follows."""
         opts = self.context.options
         try:
-            run_evaluator(opts.store_path, self.context.current_config, opts.policy_dir, stop)
+            run_evaluator(
+                opts.store_path,
+                self.context.current_config,
+                opts.policy_dir,
+                stop,
+                on_progress=self._backlog,
+            )
         except HarnessError as exc:
             self.post_message(ShowError(f"Evaluator stopped: {exc.title}", str(exc)))
 
@@ -221,24 +248,9 @@ class HarnessConsole(App[int]):
         ctx = self.context
         yield Header()
         with TabbedContent(initial=self.initial, id="panes"):
-            with TabPane("Fleet", id="fleet"):
-                yield FleetPane(ctx)
-            with TabPane("Fires", id="fires"):
-                yield FiresPane(ctx)
-            with TabPane("Rules", id="rules"):
-                yield RulesPane(ctx)
-            with TabPane("Holds", id="holds"):
-                yield HoldsPane(ctx)
-            with TabPane("Decide", id="decide"):
-                yield DecidePane(ctx)
-            with TabPane("Explain", id="explain"):
-                yield ExplainPane(ctx)
-            with TabPane("Backtest", id="backtest"):
-                yield BacktestPane(ctx)
-            with TabPane("Proposals", id="proposals"):
-                yield ProposalsPane(ctx)
-            with TabPane("Timeline", id="timeline"):
-                yield TimelinePane(ctx)
+            for spec in PANES:
+                with TabPane(spec.title, id=spec.id):
+                    yield spec.cls(ctx)
         yield Footer()
 
     # -- navigation ----------------------------------------------------------
@@ -248,25 +260,69 @@ class HarnessConsole(App[int]):
         return self.query_one("#panes", TabbedContent).active or self.initial
 
     def action_show_pane(self, pane: str) -> None:
+        current = self.active_pane
+        if pane != current:
+            self._history = [*self._history[-(MAX_HISTORY - 1) :], current]
         self.query_one("#panes", TabbedContent).active = pane
         self.call_after_refresh(self._focus_pane, pane)
 
     def _focus_pane(self, pane: str) -> None:
-        target = FOCUS.get(pane)
-        if target:
-            self.query_one(f"#{pane} {target}").focus()
+        spec = PANE_BY_ID.get(pane)
+        if spec is not None:
+            self.query_one(f"#{pane} {spec.focus}").focus()
+
+    def action_go_back(self) -> None:
+        """Esc: leave a text box for its pane, else return to the pane shown before."""
+        focused = self.focused
+        spec = PANE_BY_ID.get(self.active_pane)
+        if isinstance(focused, Input | TextArea) and spec is not None:
+            target = spec.home or spec.focus
+            home = self.query_one(f"#{spec.id} {target}")
+            if home is not focused:
+                home.focus()
+                return
+        if self._history:
+            pane = self._history.pop()
+            self.query_one("#panes", TabbedContent).active = pane
+            self.call_after_refresh(self._focus_pane, pane)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.active_pane))
+
+    def action_keys(self) -> None:
+        """``?``: every key of every pane, read from the bindings themselves."""
+        sections = [("Everywhere", self._key_rows(self.BINDINGS))]
+        sections += [(spec.title, self._key_rows(spec.cls.BINDINGS)) for spec in PANES]
+        self.push_screen(KeysScreen(sections))
+
+    def _key_rows(self, bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
+        rows: list[tuple[str, str]] = []
+        numbers: list[str] = []
+        for item in bindings:
+            if not isinstance(item, Binding):
+                continue
+            if item.group is PANE_KEYS:
+                numbers.append(item.key)
+                continue
+            keys = " / ".join(
+                self.get_key_display(Binding(k.strip(), item.action)) for k in item.key.split(",")
+            )
+            rows.append((keys, item.description or item.action))
+        if numbers:
+            titles = ", ".join(f"{n} {spec.title}" for n, spec in zip(numbers, PANES, strict=False))
+            rows.insert(0, (f"{numbers[0]}-{numbers[-1]}", f"show a pane: {titles}"))
+        return rows
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme != "textual-light" else "textual-dark"
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for pid, title in PANES:
+        for spec in PANES:
             yield SystemCommand(
-                f"Go to {title}", f"Show the {title} pane", lambda p=pid: self.action_show_pane(p)
+                f"Go to {spec.title}",
+                f"Show the {spec.title} pane",
+                lambda p=spec.id: self.action_show_pane(p),
             )
         yield SystemCommand("Toggle light/dark", "Switch theme", self.action_toggle_theme)
         yield SystemCommand("Help for this pane", "F1", self.action_help)
@@ -284,6 +340,11 @@ class HarnessConsole(App[int]):
     def on_show_pane(self, message: ShowPane) -> None:
         self.action_show_pane(message.pane)
 
+    def on_backlog(self, message: Backlog) -> None:
+        if self.screen_stack:  # the panes live on the base screen, under any modal
+            for pane in self.screen_stack[0].query(RulesPane):
+                pane.show_backlog(message.cursor, message.head)
+
     def on_show_error(self, message: ShowError) -> None:
         self.notify(message.message, title=message.title, severity="error", timeout=8)
 
@@ -295,4 +356,7 @@ def run_console(options: ConsoleOptions) -> int:
     """Entry point used by ``harness console``; returns the process exit code."""
     app = HarnessConsole(ConsoleContext(options))
     result = app.run()
+    if options.temp_dir is not None and app.return_code in (0, None):
+        # --demo's store, policy and spec were temporary: a clean exit leaves nothing behind
+        shutil.rmtree(options.temp_dir, ignore_errors=True)
     return int(result or 0)

@@ -30,6 +30,14 @@ class ShowError(Message):
 
 
 @dataclass
+class Backlog(Message):
+    """The embedded evaluator's position: journal rows evaluated up to ``cursor`` of ``head``."""
+
+    cursor: int
+    head: int
+
+
+@dataclass
 class ShowPane(Message):
     """Ask the app to switch to a pane (by its id)."""
 

@@ -24,6 +24,8 @@ from engine.errors import Diagnostic, InputError, Location
 
 DEFAULT_RETENTION_DAYS = 45
 DEFAULT_SHADOW_PERIOD_MS = 72 * 3_600_000
+#: A running harness with no event for this long is shown as stale in the Fleet pane.
+DEFAULT_STALE_AFTER_MS = 2 * 3_600_000
 DEFAULT_COST_LIMIT = 10_000
 ACTION_NAMES = ("notify", "stop")
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -115,6 +117,8 @@ class HarnessConfig:
     policy_repos: tuple[PolicyRepo, ...] = ()
     console_specs: tuple[str, ...] = ()
     serve: ServeConfig = field(default_factory=ServeConfig)
+    #: ``[console] stale_after``: a running harness silent this long is shown as stale.
+    console_stale_after_ms: int = DEFAULT_STALE_AFTER_MS
 
     def resolved_store_path(self) -> Path:
         return self.store_path or default_store_path()
@@ -143,7 +147,7 @@ _SCHEMA: dict[str, Any] = {
         },
     },
     "policy_repo": "*repo",
-    "console": {"specs": list},
+    "console": {"specs": list, "stale_after": str},
     "serve": {
         "listen": str,
         "token_file": str,
@@ -270,6 +274,13 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
             shadow_ms = parse_duration_ms(rules_raw["shadow_period"])
         except DurationError as exc:
             bad("memory.rules.shadow_period", str(exc))
+    console_raw: dict[str, Any] = raw["console"] if isinstance(raw.get("console"), dict) else {}
+    stale_ms = DEFAULT_STALE_AFTER_MS
+    if isinstance(console_raw.get("stale_after"), str):
+        try:
+            stale_ms = parse_duration_ms(console_raw["stale_after"])
+        except DurationError as exc:
+            bad("console.stale_after", str(exc))
     retention = store.get("retention_days", DEFAULT_RETENTION_DAYS)
     if isinstance(retention, int) and retention < 1:
         bad("store.retention_days", "must be at least 1")
@@ -317,6 +328,7 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
         policy_repos=tuple(repos),
         console_specs=tuple((raw.get("console") or {}).get("specs", ())),
         serve=serve,
+        console_stale_after_ms=stale_ms,
     )
 
 
@@ -418,6 +430,7 @@ def load_config(path: Path | None = None) -> HarnessConfig:
         policy_repos=parsed.policy_repos,
         console_specs=parsed.console_specs,
         serve=parsed.serve,
+        console_stale_after_ms=parsed.console_stale_after_ms,
     )
 
 

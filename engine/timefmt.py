@@ -32,6 +32,11 @@ def iso_ms_precise(ms: int) -> str:
     return _utc(ms).isoformat(timespec="milliseconds")
 
 
+def readable_ms(ms: int) -> str:
+    """``ms`` as an operator reads a journal time: ``2026-03-02 14:03:07.120Z``."""
+    return _utc(ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
 def minute_ms(ms: int) -> str:
     """``ms`` as date and clock time to the minute (UTC), for spans a person reads at a glance."""
     return _utc(ms).strftime("%Y-%m-%d %H:%M")

@@ -9,21 +9,24 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Select, Static
 
 from console.context import ConsoleContext
-from console.widgets.confirm import AskText
+from console.panes.base import StorePane
+from console.widgets.confirm import AskText, ConfirmDiff
 from console.widgets.picker import PickSpec
 from engine.errors import HarnessError
 from engine.views.decide import (
     DecideResult,
     LoadedSpec,
-    append_scenario,
+    ScenarioSave,
     load_spec,
+    prepare_scenario,
     scenario_results,
     try_input,
+    write_scenario,
 )
 from engine.views.session import expand_globs
 
@@ -36,11 +39,12 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-class DecidePane(Vertical):
+class DecidePane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save_scenario", "Save as scenario"),
         Binding("ctrl+o", "pick_file", "Open spec…"),
         Binding("ctrl+l", "open_path", "Spec path", show=False),
+        Binding("i", "focus_input", "Type input"),
     ]
     DEFAULT_CSS = """
     DecidePane #decide-top { height: 3; }
@@ -67,8 +71,7 @@ class DecidePane(Vertical):
             self.result = result
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.spec: LoadedSpec | None = None
         self.result: DecideResult | None = None
         self.error: str = ""
@@ -167,6 +170,10 @@ class DecidePane(Vertical):
 
         self.app.push_screen(PickSpec(root), done)
 
+    def action_focus_input(self) -> None:
+        """Back into the input after Esc left it (Esc frees the number keys)."""
+        self.query_one("#decide-input", Input).focus()
+
     def action_open_path(self) -> None:
         self.query_one("#decide-path", Input).focus()
 
@@ -228,33 +235,50 @@ class DecidePane(Vertical):
     # -- saving ----------------------------------------------------------------
 
     def action_save_scenario(self) -> None:
+        """Ask for a name, show the full path and the diff, and only then write."""
         if self.spec is None or self.result is None:
             self.app.notify("load a spec and type an input first", severity="warning")
             return
         decision = self.result.decision
         spec = self.spec
         detail = (
-            f"append to {spec.path.name}: input {decision.input!r} -> route "
-            f"{decision.route or '<none>'}; the file's formatting and comments are kept"
+            f"append to {spec.path}: input {decision.input!r} -> route "
+            f"{decision.route or '<none>'}; you see the diff before anything is written"
         )
 
-        def done(name: str | None) -> None:
+        def named(name: str | None) -> None:
             if name is None:
                 return
             try:
-                self.spec = append_scenario(spec, name, decision)
+                save = prepare_scenario(spec, name, decision)
             except HarnessError as exc:
-                self.app.notify(str(exc), title=exc.title, severity="error", timeout=8)
+                self.report(exc)
                 return
-            self._render_tests()
-            self.app.notify(f"scenario {name!r} saved to {spec.path.name}")
+
+            def confirmed(ok: bool | None) -> None:
+                if ok:
+                    self._write(spec, save, name)
+
+            self.app.push_screen(
+                ConfirmDiff(f"Write scenario {name!r} to this file?", str(spec.path), save.diff),
+                confirmed,
+            )
 
         self.app.push_screen(
             AskText(
                 "Save this input and decision as a scenario test?",
                 detail=detail,
                 placeholder="test name",
-                ok_label="Save",
+                ok_label="Preview",
             ),
-            done,
+            named,
         )
+
+    def _write(self, spec: LoadedSpec, save: ScenarioSave, name: str) -> None:
+        try:
+            self.spec = write_scenario(spec, save)
+        except HarnessError as exc:
+            self.report(exc)
+            return
+        self._render_tests()
+        self.app.notify(f"scenario {name!r} saved to {spec.path}")

@@ -8,16 +8,17 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
 from console.context import ConsoleContext
-from engine.errors import HarnessError
+from console.panes.base import StorePane
 from engine.views.fire_explain import FireExplanation, explain_fire
+from engine.views.live import DEMO_ENFORCE
 
 
-class ExplainPane(Vertical):
+class ExplainPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,n", "step(1)", "Next step"),
         Binding("left,p", "step(-1)", "Previous step"),
@@ -35,8 +36,7 @@ class ExplainPane(Vertical):
             self.explanation = explanation
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.explanation: FireExplanation | None = None
         self.step = 0
 
@@ -45,6 +45,7 @@ class ExplainPane(Vertical):
         yield Static("no fire selected", id="explain-title", classes="status-line")
         with VerticalScroll(id="explain-steps"):
             yield Static("", id="explain-body")
+            yield Static("", id="explain-current")
 
     def load_fire(self, fire_id: int) -> None:
         self.query_one("#explain-fire", Input).value = str(fire_id)
@@ -52,16 +53,10 @@ class ExplainPane(Vertical):
 
     @work(thread=True, exclusive=True, group="explain")
     def _load(self, fire_id: int) -> None:
-        try:
-            conn = self.context.connect()
-            try:
-                exp = explain_fire(conn, fire_id)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        self.post_message(self.Loaded(fire_id, exp))
+        demo = (DEMO_ENFORCE,) if self.context.options.demo else ()
+        exp = self.with_store(lambda conn: explain_fire(conn, fire_id, in_memory_enforce=demo))
+        if exp is not None:
+            self.post_message(self.Loaded(fire_id, exp))
 
     def on_explain_pane_loaded(self, message: Loaded) -> None:
         self.explanation = message.explanation
@@ -101,10 +96,21 @@ class ExplainPane(Vertical):
             + "  (←/→ to step)"
         )
         parts = []
-        for i, step in enumerate(exp.steps[: self.step + 1]):
-            current = i == self.step
-            title = f"{i + 1}. {escape(step.title)}"
-            head = f"[reverse b] {title} [/]" if current else f"[dim]{title}[/dim]"
+        for i, step in enumerate(exp.steps[: self.step]):
             body = "\n".join(f"   {escape(line)}" for line in step.lines)
-            parts.append(head + "\n" + (body if current else f"[dim]{body}[/dim]"))
-        self.query_one("#explain-body", Static).update("\n".join(parts))
+            parts.append(f"[dim]{i + 1}. {escape(step.title)}\n{body}[/dim]")
+        earlier = self.query_one("#explain-body", Static)
+        earlier.update("\n".join(parts))
+        earlier.display = bool(parts)
+        step = exp.steps[self.step]
+        current = self.query_one("#explain-current", Static)
+        current.update(
+            f"[reverse b] {self.step + 1}. {escape(step.title)} [/]\n"
+            + "\n".join(f"   {escape(line)}" for line in step.lines)
+        )
+        # the newest step is the last one drawn: bring its head into view
+        self.call_after_refresh(self._scroll_to_current)
+
+    def _scroll_to_current(self) -> None:
+        steps = self.query_one("#explain-steps", VerticalScroll)
+        steps.scroll_to_widget(self.query_one("#explain-current"), animate=False, top=True)

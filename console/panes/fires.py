@@ -17,10 +17,12 @@ import sqlite3
 from typing import ClassVar, cast
 
 import aiosqlite
+from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.events import MouseScrollUp
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
@@ -28,8 +30,10 @@ from textual.worker import Worker
 
 from console.context import ConsoleContext
 from console.messages import OpenExplain
+from console.panes.base import StorePane
 from engine.errors import HarnessError
 from engine.timefmt import short_ms
+from engine.views.changes import file_stamp
 from engine.views.fires import (
     FireFilter,
     FireRow,
@@ -103,17 +107,16 @@ class FiresTable(DataTable[str]):
         self.post_message(self.Moved("up", self.scroll_y <= 0))
 
 
-class FiresPane(Vertical):
+class FiresPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter"),
         Binding("end,G", "jump_back", "Follow tail"),
         Binding("c", "copy", "Copy JSON"),
-        Binding("escape", "close_filter", "Close filter", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.flt = FireFilter()
         self.window: list[FireRow] = []
         self.following = True
@@ -128,7 +131,8 @@ class FiresPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Input(
-            placeholder="filter: rule:NAME level:hold status:shadow harness:H (enter applies)",
+            placeholder="filter: words match rule/harness/target/status; "
+            "rule:NAME level:hold status:S harness:H exact (enter applies, esc clears)",
             id="fires-filter",
             classes="hidden",
         )
@@ -170,6 +174,8 @@ class FiresPane(Vertical):
             try:
                 await self._tail_once()
                 return
+            except NoMatches:
+                return  # the pane is being removed (the app is closing)
             except (sqlite3.Error, OSError) as exc:
                 self.query_one("#fires-status", Static).update(f"store not readable: {exc}")
                 await asyncio.sleep(1.0)
@@ -185,8 +191,14 @@ class FiresPane(Vertical):
             self.has_older = len(rows) == WINDOW
             self._render_window(len(rows) - 1)
             self.loaded = True
+            seen: tuple[object, ...] = ()
             while True:
                 await asyncio.sleep(self.context.poll_interval)
+                # a stat per tick; SQLite only when the store's files (or the mode) moved
+                now = (file_stamp(self.context.store_path), self.following, self.has_newer)
+                if now == seen:
+                    continue
+                seen = now
                 if self.following and not self.has_newer:
                     sql, params = after_query(flt, self.head_id, PAGE * 5)
                     fresh = [row_from_tuple(r) for r in await db.execute_fetchall(sql, params)]
@@ -243,8 +255,10 @@ class FiresPane(Vertical):
     def _update_status(self) -> None:
         mode = "following" if self.following and not self.has_newer else "paused"
         shown = f"{len(self.window)} shown"
-        flt = self.flt.describe()
-        text = f"{mode} · {shown}" + (f" · filter {flt}" if flt else "")
+        flt = escape(self.flt.describe())
+        text = f"{mode} · {shown}" + (
+            f" · [reverse] filter {flt} [/] esc clears, / edits" if flt else ""
+        )
         self.query_one("#fires-status", Static).update(text)
         badge = self.query_one("#fires-badge", Static)
         if mode == "paused" and self.new_count:
@@ -348,6 +362,21 @@ class FiresPane(Vertical):
         box.add_class("hidden")
         self.query_one(FiresTable).focus()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc clears only when there is a filter (box open or applied); else it goes back."""
+        if action == "clear_filter":
+            box = self.query_one("#fires-filter", Input)
+            return not self.flt.empty or not box.has_class("hidden")
+        return True
+
+    def action_clear_filter(self) -> None:
+        """Esc: drop the filter (applied or being typed) and follow the whole tail again."""
+        self.query_one("#fires-filter", Input).value = ""
+        self.action_close_filter()
+        if not self.flt.empty:
+            self.flt = FireFilter()
+            self._start()
+
     def set_filter_text(self, text: str) -> None:
         """Apply a filter given as text (also used by the Fleet pane)."""
         box = self.query_one("#fires-filter", Input)
@@ -371,7 +400,7 @@ class FiresPane(Vertical):
         try:
             self.flt = parse_filter(text)
         except HarnessError as exc:
-            self.app.notify(str(exc), title=exc.title, severity="error")
+            self.report(exc)
             return False
         self._start()
         return True

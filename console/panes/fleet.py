@@ -4,24 +4,24 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
-from textual.worker import get_current_worker
+from textual.widgets.data_table import ColumnKey
 
 from console.context import ConsoleContext
 from console.messages import ShowPane
+from console.panes.base import StorePane
 from console.widgets.spark import sparkline
-from engine.errors import HarnessError
 from engine.views.fleet import HarnessSummary, fleet_summary, format_age
 
 STATE_STYLE = {"running": "green", "idle": "dim", "held": "bold yellow", "stopped": "bold red"}
 
 
-class FleetPane(Vertical):
+class FleetPane(StorePane):
     """Refreshes from a thread worker every ``refresh_interval`` seconds."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -35,37 +35,38 @@ class FleetPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.rows: list[HarnessSummary] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="fleet-status", classes="status-line")
         table: DataTable[str] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("harness", "state", "project", "last event", "fires 24h", "activity 24h")
+        for label in ("harness", "state", "project", "last event", "fires 24h"):
+            table.add_column(label)
+        table.add_column("activity 24h", key="activity")
         yield table
 
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(self.context.refresh_interval, self.action_refresh)
+            self.poll_every(self.context.refresh_interval)
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="fleet")
-    def _load(self) -> None:
-        worker = get_current_worker()
-        try:
-            conn = self.context.connect()
-            try:
-                rows = fleet_summary(conn, self.context.clock())
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        if not worker.is_cancelled:
+    def _load(self, force: bool = False) -> None:
+        now = self.context.clock()
+        stale = self.context.current_config.console_stale_after_ms
+        rows = self.with_store_if_changed(
+            lambda conn: fleet_summary(conn, now, stale_after_ms=stale),
+            extra=(now // 60_000, stale),  # ages and staleness move with the clock
+            force=force,
+        )
+        if rows is not None:
             self.post_message(self.Updated(rows))
 
     def on_fleet_pane_updated(self, message: Updated) -> None:
@@ -73,15 +74,23 @@ class FleetPane(Vertical):
         table = self.query_one("#fleet-table", DataTable)
         cursor = table.cursor_row
         table.clear()
+        # one scale for the whole screen, so rows compare (said in the column header)
+        top = max((max(r.activity, default=0) for r in message.rows), default=0)
+        table.columns[ColumnKey("activity")].label = Text(
+            f"activity 24h (█ = {top}/h)" if top else "activity 24h"
+        )
         for r in message.rows:
             style = STATE_STYLE.get(r.state, "")
+            state = f"[{style}]{r.state}[/]" if style else r.state
+            if r.stale:
+                state = f"[bold magenta]stale[/] [dim]{r.state}[/]"
             table.add_row(
                 r.harness,
-                f"[{style}]{r.state}[/]" if style else r.state,
+                state,
                 r.project,
                 format_age(r.last_age_ms),
-                str(r.fires_24h),
-                sparkline(r.activity),
+                str(r.fires_24h) if r.fires_24h else "",
+                sparkline(r.activity, top),
                 key=r.harness,
             )
         if message.rows:
@@ -90,8 +99,16 @@ class FleetPane(Vertical):
         for r in message.rows:
             counts[r.state] = counts.get(r.state, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        stale = sum(1 for r in message.rows if r.stale)
+        after = format_age(self.context.current_config.console_stale_after_ms)
         self.query_one("#fleet-status", Static).update(
-            f"{len(message.rows)} harnesses" + (f": {summary}" if summary else "")
+            f"{len(message.rows)} harnesses"
+            + (f": {summary}" if summary else "")
+            + (
+                f" · {stale} stale (running, silent > {after}; \\[console] stale_after)"
+                if stale
+                else ""
+            )
         )
 
     def action_fires_for(self) -> None:

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import ClassVar
 
 from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
+from console.messages import OpenExplain
+from console.panes.base import StorePane
 from console.widgets.confirm import AskText
-from engine.errors import HarnessError
 from engine.timefmt import short_ms
 from engine.views.holds import HoldRow, list_holds
 
@@ -25,8 +26,9 @@ def _when(ms: int | None) -> str:
     return short_ms(ms)
 
 
-class HoldsPane(Vertical):
+class HoldsPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "explain", "Explain its fire"),
         Binding("x", "release", "Release hold"),
         Binding("r", "refresh", "Refresh"),
     ]
@@ -37,8 +39,7 @@ class HoldsPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.rows: list[HoldRow] = []
 
     def compose(self) -> ComposeResult:
@@ -51,23 +52,20 @@ class HoldsPane(Vertical):
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(self.context.refresh_interval, self.action_refresh)
+            self.poll_every(self.context.refresh_interval)
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="holds")
-    def _load(self) -> None:
-        try:
-            conn = self.context.connect()
-            try:
-                rows = list_holds(conn, now_ms=self.context.clock())
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        self.post_message(self.Updated(rows))
+    def _load(self, force: bool = False) -> None:
+        now = self.context.clock()
+        rows = self.with_store_if_changed(lambda conn: list_holds(conn, now_ms=now), force=force)
+        if rows is not None:
+            self.post_message(self.Updated(rows))
 
     def on_holds_pane_updated(self, message: Updated) -> None:
         if message.rows == self.rows:
@@ -101,6 +99,20 @@ class HoldsPane(Vertical):
             return None
         return self.rows[table.cursor_row]
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_explain()
+
+    def action_explain(self) -> None:
+        """Enter: the fire that created the selected hold, in Explain."""
+        hold = self.selected()
+        if hold is None:
+            return
+        if hold.fire_id is None:
+            self.app.notify(f"hold {hold.id} records no fire that created it", severity="warning")
+            return
+        self.post_message(OpenExplain(hold.fire_id))
+
     def action_release(self) -> None:
         hold = self.selected()
         if hold is None:
@@ -128,15 +140,14 @@ class HoldsPane(Vertical):
         from engine.rules.holds import release_by_operator
         from engine.store.txn import immediate
 
-        try:
-            conn = self.context.connect()
-            try:
-                with immediate(conn):
-                    release_by_operator(conn, hold_id, reason=reason, now_ms=self.context.clock())
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+        now = self.context.clock()
+
+        def release(conn: sqlite3.Connection) -> bool:
+            with immediate(conn):
+                release_by_operator(conn, hold_id, reason=reason, now_ms=now)
+            return True
+
+        if self.with_store(release) is None:
             return
         self.app.call_from_thread(self.app.notify, f"hold {hold_id} released")
         self.app.call_from_thread(self.action_refresh)

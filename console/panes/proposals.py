@@ -12,13 +12,13 @@ from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
+from console.panes.base import StorePane
 from console.widgets.confirm import AskText
-from engine.errors import HarnessError
 from engine.policy.proposals import Proposal, list_proposals
 from engine.timefmt import short_ms
 
@@ -50,7 +50,7 @@ def describe(p: Proposal) -> str:
     return "\n".join(lines)
 
 
-class ProposalsPane(Vertical):
+class ProposalsPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("b", "rebacktest", "Re-run backtest"),
         Binding("p", "prepare", "Prepare branch"),
@@ -68,8 +68,7 @@ class ProposalsPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.rows: list[Proposal] = []
         self._loaded = False
 
@@ -87,23 +86,19 @@ class ProposalsPane(Vertical):
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(max(self.context.refresh_interval, 5.0), self.action_refresh)
+            self.poll_every(max(self.context.refresh_interval, 5.0))
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="proposals")
-    def _load(self) -> None:
-        try:
-            conn = self.context.connect()
-            try:
-                rows = list_proposals(conn)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        self.post_message(self.Updated(rows))
+    def _load(self, force: bool = False) -> None:
+        rows = self.with_store_if_changed(list_proposals, force=force)
+        if rows is not None:
+            self.post_message(self.Updated(rows))
 
     def on_proposals_pane_updated(self, message: Updated) -> None:
         if self._loaded and message.rows == self.rows:
@@ -159,14 +154,9 @@ class ProposalsPane(Vertical):
     def _rebacktest(self, proposal_id: int) -> None:
         from engine.policy.workflow import rerun_backtest
 
-        try:
-            conn = self.context.connect()
-            try:
-                fresh = rerun_backtest(conn, proposal_id, self.context.current_config)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+        config = self.context.current_config
+        fresh = self.with_store(lambda conn: rerun_backtest(conn, proposal_id, config))
+        if fresh is None:
             return
         fires = fresh.backtest.get("fires", 0) if fresh.backtest else 0
         self.app.call_from_thread(self.app.notify, f"#{proposal_id}: {fires} fire(s) in backtest")
@@ -178,6 +168,20 @@ class ProposalsPane(Vertical):
             return
         if proposal.branch:
             self.app.notify(f"#{proposal.id} already has branch {proposal.branch}")
+            return
+        config = self.context.current_config
+        if not config.policy_repos:
+            # asking for a repo name here could only end in a failure: say what to configure
+            where = config.source or "harness.toml"
+            self.app.notify(
+                f"no [policy_repo.*] is configured, so there is nowhere to prepare a branch: "
+                f'add `[policy_repo.NAME]` with `path = "~/src/policy"` (a git checkout) '
+                f"to {where}",
+                title="No policy repo",
+                severity="warning",
+                timeout=10,
+                markup=False,
+            )
             return
 
         def done(answer: str | None) -> None:
@@ -201,16 +205,11 @@ class ProposalsPane(Vertical):
     def _prepare(self, proposal_id: int, repo: str | None) -> None:
         from engine.policy.workflow import prepare_proposal_branch
 
-        try:
-            conn = self.context.connect()
-            try:
-                branch = prepare_proposal_branch(
-                    conn, proposal_id, self.context.current_config, repo_name=repo
-                )
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+        config = self.context.current_config
+        branch = self.with_store(
+            lambda conn: prepare_proposal_branch(conn, proposal_id, config, repo_name=repo)
+        )
+        if branch is None:
             return
         self.app.call_from_thread(
             self.app.notify, f"branch {branch.branch} prepared in {branch.path}"

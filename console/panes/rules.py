@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import ClassVar
 
 from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
 from console.messages import OpenBacktest
-from engine.errors import HarnessError
+from console.panes.base import StorePane
 from engine.rules.model import LoadResult
 from engine.timefmt import short_ms
 from engine.views.rules import (
@@ -29,17 +30,18 @@ from engine.views.rules import (
 STATE_STYLE = {"active": "green", "shadow": "magenta", "disabled": "red", "enforced": "bold yellow"}
 
 
-class RulesPane(Vertical):
+class RulesPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "view_source", "Source + lint"),
         Binding("b", "backtest", "Backtest"),
         Binding("e", "promote", "Promote (what if enforced)"),
         Binding("r", "refresh", "Refresh"),
+        Binding("escape", "close_source", "Close source", show=False),
     ]
     DEFAULT_CSS = """
     RulesPane #rules-body { height: 1fr; }
     RulesPane #rules-table { width: 1fr; }
-    RulesPane #rules-source { width: 44; border: round $primary; padding: 0 1; }
+    RulesPane #rules-source { width: 50%; min-width: 64; border: round $primary; padding: 0 1; }
     """
 
     class Updated(Message):
@@ -49,11 +51,13 @@ class RulesPane(Vertical):
             self.rows = rows
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.result: LoadResult | None = None
         self.rows: list[RuleRow] = []
         self.counter = FireCounter()
+        #: The embedded evaluator's (cursor, head) while it is behind the journal, else None.
+        self.backlog: tuple[int, int] | None = None
+        self._summary = ""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rules-status", classes="status-line")
@@ -68,27 +72,28 @@ class RulesPane(Vertical):
     def on_mount(self) -> None:
         self.action_refresh()
         if self.context.live:
-            self.set_interval(max(self.context.refresh_interval, 5.0), self.action_refresh)
+            self.poll_every(max(self.context.refresh_interval, 5.0))
 
-    def action_refresh(self) -> None:
+    def poll(self) -> None:
         self._load()
 
+    def action_refresh(self) -> None:
+        self._load(force=True)
+
     @work(thread=True, exclusive=True, group="rules")
-    def _load(self) -> None:
-        try:
-            config = self.context.current_config
-            result = keep_last_good(
-                self.result, load_console_rules(config, self.context.options.policy_dir)
-            )
-            conn = self.context.connect()
-            try:
-                rows = rule_rows(conn, [c.rule for c in result.rules], config, self.counter)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
-            return
-        self.post_message(self.Updated(result, rows))
+    def _load(self, force: bool = False) -> None:
+        config = self.context.current_config
+        policy_dir = self.context.options.policy_dir
+
+        def read(conn: sqlite3.Connection) -> tuple[LoadResult, list[RuleRow]]:
+            # rule files are re-read on a forced refresh (the app forces one when they change)
+            result = keep_last_good(self.result, load_console_rules(config, policy_dir))
+            compiled = [c.rule for c in result.rules]
+            return result, rule_rows(conn, compiled, config, self.counter)
+
+        got = self.with_store_if_changed(read, force=force or self.result is None)
+        if got is not None:
+            self.post_message(self.Updated(*got))
 
     def on_rules_pane_updated(self, message: Updated) -> None:
         self.result = message.result
@@ -131,10 +136,27 @@ class RulesPane(Vertical):
         counts: dict[str, int] = {}
         for r in message.rows:
             counts[r.state] = counts.get(r.state, 0) + 1
-        self.query_one("#rules-status", Static).update(
-            f"{len(message.rows)} rules: "
-            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        self._summary = f"{len(message.rows)} rules: " + ", ".join(
+            f"{n} {s}" for s, n in sorted(counts.items())
         )
+        self._show_status()
+
+    def show_backlog(self, cursor: int, head: int) -> None:
+        """Say the evaluator is catching up (fire counts are still growing), or stop saying it."""
+        was = self.backlog
+        self.backlog = (cursor, head) if cursor < head else None
+        if was is None and self.backlog is None:
+            return  # the usual case while following a live store: nothing to say
+        self._show_status()
+        if self.backlog is None:
+            self.action_refresh()  # just caught up: show the final counts now
+
+    def _show_status(self) -> None:
+        text = self._summary
+        if self.backlog is not None:
+            cursor, head = self.backlog
+            text = f"[b yellow]evaluating backlog: seq {cursor:,} of {head:,}[/] · " + text
+        self.query_one("#rules-status", Static).update(text)
 
     def selected(self) -> RuleRow | None:
         table = self.query_one("#rules-table", DataTable)
@@ -161,7 +183,7 @@ class RulesPane(Vertical):
         )
         self.query_one("#rules-source").remove_class("hidden")
         self.query_one("#rules-source-text", Static).update(
-            f"[b]{escape(rule.name)}[/b] · {escape(rule.source_file)}\n"
+            f"[b]{escape(rule.name)}[/b]  [dim](esc closes)[/dim]\n{escape(rule.source_file)}\n"
             f"hash {rule.hash[:16]} · cost {rule.static_cost} · {escape(row.state_detail)}\n"
             f"{verdict}\n\n{escape(rule.text)}"
         )
@@ -179,6 +201,16 @@ class RulesPane(Vertical):
         compiled = next((c for c in self.result.rules if c.rule.name == row.name), None)
         if compiled is not None:
             self.app.push_screen(PromotionScreen(self.context, compiled))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc closes the source panel when it is open; otherwise it goes back (the app's)."""
+        if action == "close_source":
+            return not self.query_one("#rules-source").has_class("hidden")
+        return True
+
+    def action_close_source(self) -> None:
+        self.query_one("#rules-source").add_class("hidden")
+        self.query_one("#rules-table").focus()
 
     def action_backtest(self) -> None:
         row = self.selected()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.markup import escape
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
@@ -82,3 +83,58 @@ class AskText(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmDiff(ModalScreen[bool]):
+    """Show the full path and a diff of what will be written; dismisses True to write."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,n", "cancel", "Cancel"),
+        Binding("y", "accept", "Write"),
+    ]
+    DEFAULT_CSS = """
+    ConfirmDiff { align: center middle; }
+    ConfirmDiff > Vertical {
+        width: 90%; max-width: 110; height: auto; max-height: 90%;
+        border: thick $warning; background: $surface; padding: 1 2;
+    }
+    ConfirmDiff #diff-body { height: auto; max-height: 24; border: round $primary; }
+    ConfirmDiff Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
+    ConfirmDiff Button { margin-left: 1; }
+    """
+
+    def __init__(self, question: str, path: str, diff: str, *, ok_label: str = "Write") -> None:
+        super().__init__()
+        self.question = question
+        self.path = path
+        self.diff = diff
+        self.ok_label = ok_label
+
+    def compose(self) -> ComposeResult:
+        lines = []
+        for line in self.diff.splitlines():
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+            if line.startswith(("+++", "---", "@@")):
+                style = "bold"
+            lines.append(f"[{style}]{escape(line)}[/]")
+        with Vertical():
+            yield Static(f"[b]{escape(self.question)}[/b]")
+            yield Static(self.path, id="diff-path", markup=False)
+            with VerticalScroll(id="diff-body"):
+                yield Static("\n".join(lines), id="diff-text")
+            with Horizontal():
+                yield Button("Cancel (n)", id="diff-cancel")
+                yield Button(f"{self.ok_label} (y)", variant="warning", id="diff-ok")
+
+    def on_mount(self) -> None:
+        self.query_one("#diff-ok", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "diff-ok")
+
+    def action_accept(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)

@@ -69,5 +69,18 @@ def cmd_console(args: argparse.Namespace) -> int:
     options = ConsoleOptions.from_args(
         store=args.store, demo=args.demo, specs=tuple(args.spec), policy=args.policy
     )
+    if not options.demo and not options.store_path.exists():
+        # a typo must not quietly become a new, empty store the operator then stares at
+        from engine.errors import Diagnostic, InputError, Location
+
+        msg = (
+            "no such store; create one with `harness journal import FILE --store PATH` or "
+            "`harness demo --store PATH`, or try `harness console --demo`"
+        )
+        raise InputError(
+            f"{options.store_path}: {msg}",
+            title="Store not found",
+            diagnostics=[Diagnostic(msg, Location(str(options.store_path)), path="--store")],
+        )
     run = cast(Callable[[ConsoleOptions], int], console_entry().load())
     return int(run(options))

@@ -8,6 +8,7 @@ replaced, and the replace is atomic, so a failed save never leaves a broken spec
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tempfile
@@ -130,8 +131,47 @@ def _insert_point(text: str, data: LocDict) -> tuple[int, str, bool]:
     return end, indent, False
 
 
+@dataclass(frozen=True)
+class ScenarioSave:
+    """A checked scenario append, not yet written: the new text and its diff to show first."""
+
+    path: Path
+    old_text: str
+    new_text: str
+    compiled: CompiledSpec
+
+    @property
+    def diff(self) -> str:
+        """A unified diff of the file (what the operator confirms before anything is written)."""
+        return "".join(
+            difflib.unified_diff(
+                self.old_text.splitlines(keepends=True),
+                self.new_text.splitlines(keepends=True),
+                fromfile=str(self.path),
+                tofile=str(self.path),
+                n=2,
+            )
+        )
+
+
 def append_scenario(spec: LoadedSpec, name: str, decision: Decision) -> LoadedSpec:
-    """Append a scenario test for ``decision`` to the spec file; return the reloaded spec.
+    """Append a scenario test for ``decision`` to the spec file; return the reloaded spec."""
+    return write_scenario(spec, prepare_scenario(spec, name, decision))
+
+
+def write_scenario(spec: LoadedSpec, save: ScenarioSave) -> LoadedSpec:
+    """Write a prepared append atomically, unless the file changed since it was prepared."""
+    if save.path.read_text(encoding="utf-8") != save.old_text:
+        raise InputError(
+            f"{save.path}: changed on disk since it was loaded; reload and try again",
+            title="Cannot save scenario",
+        )
+    _atomic_write(save.path, save.new_text)
+    return LoadedSpec(spec.path, save.new_text, save.compiled)
+
+
+def prepare_scenario(spec: LoadedSpec, name: str, decision: Decision) -> ScenarioSave:
+    """Check a scenario test for ``decision`` appended to the spec; nothing is written.
 
     Refuses (InputError) when the file changed on disk since it was loaded, when
     the result would not parse or compile, or when the new test would not pass.
@@ -166,8 +206,7 @@ def append_scenario(spec: LoadedSpec, name: str, decision: Decision) -> LoadedSp
             "the new scenario test would not pass against the spec; not saved",
             title="Cannot save scenario",
         )
-    _atomic_write(spec.path, new_text)
-    return LoadedSpec(spec.path, new_text, compiled)
+    return ScenarioSave(spec.path, current, new_text, compiled)
 
 
 def _atomic_write(path: Path, text: str) -> None:

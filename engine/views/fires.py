@@ -18,6 +18,8 @@ from engine.errors import Diagnostic, InputError, Location
 
 #: Filter keys the `/` box accepts (``rule:NAME level:hold status:shadow harness:h1``).
 FILTER_KEYS = ("rule", "level", "status", "harness")
+#: Columns a bare word is looked for in (as a case-insensitive substring).
+TEXT_COLUMNS = ("f.rule", "f.target", "f.status")
 
 _COLUMNS = (
     "f.id, f.rule, f.hash, f.seq, f.at, f.target, f.level, f.effective_level,"
@@ -27,22 +29,27 @@ _COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class FireFilter:
-    """Equality filters; ``None`` means any.
+    """Equality filters by key, plus bare words; ``None``/empty means any.
 
     ``harness`` matches the fire's target or the harness of the event it fired on.
+    Each of ``words`` must occur (case-insensitively) in the rule, target,
+    status or the event's harness: an operator rarely remembers a rule's exact name.
     """
 
     rule: str | None = None
     level: str | None = None
     status: str | None = None
     harness: str | None = None
+    words: tuple[str, ...] = ()
     #: A journal-time range ``[at_from, at_to)`` in ms (set by the Timeline pane).
     at_from: int | None = None
     at_to: int | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.rule or self.level or self.status or self.harness or self.timed)
+        return not (
+            self.rule or self.level or self.status or self.harness or self.words or self.timed
+        )
 
     @property
     def timed(self) -> bool:
@@ -50,6 +57,7 @@ class FireFilter:
 
     def describe(self) -> str:
         parts = [f"{k}:{v}" for k in FILTER_KEYS if (v := getattr(self, k))]
+        parts.extend(shlex.quote(w) for w in self.words)
         if self.timed:
             parts.append(f"at:{_hm(self.at_from)}..{_hm(self.at_to)}")
         return " ".join(parts)
@@ -102,12 +110,13 @@ def _maybe_json(text: str) -> Any:
 
 
 def parse_filter(text: str) -> FireFilter:
-    """Parse the filter box: ``key:value`` words; a bare word means ``rule:word``.
+    """Parse the filter box: ``key:value`` words match exactly; a bare word is a substring.
 
     An unknown key is an :class:`InputError` naming the column, so a typo never
     silently filters nothing.
     """
     values: dict[str, Any] = {}
+    bare: list[str] = []
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -116,7 +125,8 @@ def parse_filter(text: str) -> FireFilter:
     for word in words:
         key, sep, value = word.partition(":")
         if not sep:
-            key, value = "rule", word
+            bare.append(word)
+            continue
         key = key.strip().lower()
         if key not in FILTER_KEYS:
             col = text.find(word) + 1
@@ -129,7 +139,7 @@ def parse_filter(text: str) -> FireFilter:
         if not value:
             raise InputError(f"filter: `{key}:` needs a value", title="Bad filter")
         values[key] = value
-    return FireFilter(**values)
+    return FireFilter(**values, words=tuple(bare))
 
 
 def _where(flt: FireFilter) -> tuple[list[str], list[Any]]:
@@ -153,6 +163,15 @@ def _where(flt: FireFilter) -> tuple[list[str], list[Any]]:
     if flt.at_to is not None:
         clauses.append("f.at < ?")
         params.append(flt.at_to)
+    for word in flt.words:
+        needle = word.lower()
+        found = [f"instr(lower(COALESCE({c}, '')), ?) > 0" for c in TEXT_COLUMNS]
+        found.append(
+            "EXISTS (SELECT 1 FROM rule_journal j WHERE j.seq = f.seq"
+            " AND instr(lower(COALESCE(j.harness, '')), ?) > 0)"
+        )
+        clauses.append("(" + " OR ".join(found) + ")")
+        params.extend([needle] * len(found))
     return clauses, params
 
 

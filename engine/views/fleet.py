@@ -28,6 +28,8 @@ class HarnessSummary:
     last 24 hours, after its last run start), ``running`` (a run started and
     has not finished) or ``idle``.
     ``activity`` counts events per bucket, oldest first, for a sparkline.
+    ``stale``: ``running`` but silent longer than ``[console] stale_after``
+    (the process may be gone without recording a finish).
     """
 
     harness: str
@@ -37,6 +39,7 @@ class HarnessSummary:
     last_age_ms: int
     fires_24h: int
     activity: tuple[int, ...]
+    stale: bool = False
 
 
 def harness_names(conn: sqlite3.Connection) -> list[str]:
@@ -91,6 +94,7 @@ def fleet_summary(
     *,
     buckets: int = 24,
     bucket_ms: int = 3_600_000,
+    stale_after_ms: int | None = None,
 ) -> list[HarnessSummary]:
     """Every harness in the journal with its state, age, fires in 24h and activity."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -144,6 +148,11 @@ def fleet_summary(
                 last_age_ms=max(now - last_at, 0) if last_at else -1,
                 fires_24h=fires.get(name, 0),
                 activity=tuple(counts),
+                stale=(
+                    state == "running"
+                    and stale_after_ms is not None
+                    and now - last_at > stale_after_ms
+                ),
             )
         )
     return out

@@ -23,6 +23,7 @@ from engine.journal.rows import InsertRow
 from engine.journal.writer import Committer
 from engine.rules.lease import Lease, Stepper, serve
 from engine.store.db import connect
+from engine.views.changes import file_stamp
 from engine.views.rules import load_console_rules
 from engine.views.store_schema import register_full_schema
 
@@ -51,6 +52,61 @@ message: "{harness} tripped the loop guard twice (run {run})"
 """
 
 
+#: The skill spec ``--demo`` opens in Decide (written for this project: an
+#: operator's requests about the fleet, routed to the pane or command that answers them).
+DEMO_SPEC = """\
+# Demo skill spec shipped with `harness console --demo` (a temporary copy).
+schema: skillspec/v0
+id: harness.operator
+title: Fleet operator requests
+description: Routes an operator's request about the fleet to the view that answers it.
+
+routes:
+  - id: explain_fire
+    label: Explain a fire
+    rank: 1
+    description: Step through why a rule fired (Fires, enter).
+  - id: review_hold
+    label: Review a hold
+    rank: 2
+    description: Look at the fire behind a hold before releasing it (Holds, enter).
+  - id: backtest_rule
+    label: Backtest a rule
+    rank: 3
+    description: Run a rule over recorded history before enforcing it.
+
+rules:
+  - id: why_questions_explain
+    when:
+      user_says_any: ["why did", "what fired", "explain"]
+    prefer: explain_fire
+    reason: A fire's explanation recomputes its aggregates from the journal.
+  - id: release_needs_review
+    when:
+      user_says_any: ["release", "unblock", "held"]
+    prefer: review_hold
+    forbid: [release_without_reason]
+    reason: A hold is released with a reason, after reading the fire that made it.
+  - id: enforce_needs_backtest
+    when:
+      user_says_any: ["enforce", "promote", "turn on"]
+    prefer: backtest_rule
+    forbid: [enforce_untested_rule]
+    reason: Enforcing acts on real runs; see what it would have held first.
+
+tests:
+  - name: why goes to explain
+    input: why did h05 stop
+    expect:
+      route: explain_fire
+  - name: releasing is reviewed first
+    input: please release the hold on h05
+    expect:
+      route: review_hold
+      forbid: [release_without_reason]
+"""
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -68,6 +124,14 @@ def write_demo_policy(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "loop_guard_repeated.yml").write_text(DEMO_OVERRIDE, encoding="utf-8")
     return directory
+
+
+def write_demo_spec(directory: Path) -> Path:
+    """Write the demo's skill spec into ``directory`` so Decide works out of the box."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "operator.spec.yml"
+    path.write_text(DEMO_SPEC, encoding="utf-8")
+    return path
 
 
 def write_demo_history(store: Path, now_ms: int, *, days: int = 2, seed: int = 7) -> int:
@@ -130,6 +194,49 @@ def feed_live(
     return written
 
 
+class QuietStepper:
+    """A Stepper that skips SQLite while the store's files have not moved since an empty step.
+
+    An idle console must use no measurable CPU: the live evaluator's empty
+    step is a write transaction 20 times a second. This asks the file system
+    first (a stat) and still takes a real step every ``max_skip_s`` in case a
+    write landed within the file system's timestamp granularity.
+    """
+
+    def __init__(self, inner: Stepper, store: Path, *, max_skip_s: float = 1.0) -> None:
+        self.inner = inner
+        self.store = store
+        self.max_skip_s = max_skip_s
+        self._idle_stamp: tuple[int, ...] | None = None
+        self._idle_since = 0.0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)  # serve() looks at ``policy``
+
+    def step(self, max_rows: int | None = None) -> object:
+        stamp = file_stamp(self.store)
+        now = time.monotonic()
+        if stamp == self._idle_stamp and now - self._idle_since < self.max_skip_s:
+            return IDLE_STEP
+        result = self.inner.step(max_rows)
+        if getattr(result, "rows", 0):
+            self._idle_stamp = None
+        elif stamp != self._idle_stamp:
+            self._idle_stamp, self._idle_since = stamp, now
+        else:
+            self._idle_since = now
+        return result
+
+
+@dataclasses.dataclass(frozen=True)
+class _IdleStep:
+    rows: int = 0
+
+
+#: What a skipped step returns (no rows; the console shows no progress for it).
+IDLE_STEP = _IdleStep()
+
+
 def run_evaluator(
     store: Path,
     config: HarnessConfig,
@@ -137,9 +244,14 @@ def run_evaluator(
     stop: threading.Event,
     *,
     on_step: Callable[[object], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
     poll_s: float = 0.05,
 ) -> None:
-    """Evaluate the store while holding its lease (else follow) until ``stop`` is set."""
+    """Evaluate the store while holding its lease (else follow) until ``stop`` is set.
+
+    ``on_progress(cursor, head)`` follows each batch that evaluated rows, so a
+    console can say "evaluating backlog: seq N of M" while it catches up.
+    """
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
     from engine.rules.lifecycle_run import open_live
 
@@ -151,12 +263,15 @@ def run_evaluator(
 
         def build() -> Stepper:
             evaluator, _policy = open_live(conn, rules, config, lease=lease)
-            return cast(Stepper, evaluator)
+            return QuietStepper(cast(Stepper, evaluator), store)
 
         def stepped(result: object) -> None:
             # configured miners run in the acting evaluator, hourly in journal time
             if getattr(result, "rows", 0):
                 mine_if_due(miners, conn, rules, config.rules)
+                if on_progress is not None:
+                    head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM rule_journal")
+                    on_progress(int(getattr(result, "cursor", 0)), int(head.fetchone()[0]))
             if on_step is not None:
                 on_step(result)
 

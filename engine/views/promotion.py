@@ -25,9 +25,9 @@ from typing import Any
 from engine.config import HarnessConfig
 from engine.rules.backtest import BacktestResult, Progress, resolve_range
 from engine.rules.lifecycle import Authority, EnforceEntry
-from engine.rules.vocab import ENFORCED_LEVELS, FIRED, SUPPRESSED
 from engine.rules.lifecycle_run import backtest_with_lifecycle
 from engine.rules.model import CompiledRule
+from engine.rules.vocab import ENFORCED_LEVELS, FIRED, SUPPRESSED
 from engine.timefmt import minute_ms
 
 #: Hex digits in the pin the view proposes (the loader accepts 4 or more).

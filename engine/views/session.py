@@ -31,6 +31,8 @@ class ConsoleOptions:
     config_file: Path = field(default_factory=config_path)
     config: HarnessConfig = field(default_factory=HarnessConfig)
     starter_dir: Path = STARTER_RULES
+    #: ``--demo`` without ``--store``: the temporary directory to remove on a clean exit.
+    temp_dir: Path | None = None
 
     @classmethod
     def from_args(
@@ -42,8 +44,10 @@ class ConsoleOptions:
         policy: str | None = None,
     ) -> ConsoleOptions:
         cfg = load_config()
+        temp_dir: Path | None = None
         if demo and store is None:
-            store_path = Path(tempfile.mkdtemp(prefix="harness-demo-")) / "journal.db"
+            temp_dir = Path(tempfile.mkdtemp(prefix="harness-demo-"))
+            store_path = temp_dir / "journal.db"
         else:
             store_path = resolve_store(store, cfg)
             if demo and store_path.exists() and store_path.stat().st_size > 0:
@@ -67,14 +71,17 @@ class ConsoleOptions:
             from engine.views.live import write_demo_policy
 
             policy_dir = write_demo_policy(store_path.parent / "policy")
+        demo_specs: tuple[str, ...] = ()
         if demo:
-            from engine.views.live import demo_config
+            from engine.views.live import demo_config, write_demo_spec
 
             cfg = demo_config(cfg)
+            demo_specs = (str(write_demo_spec(store_path.parent / "specs")),)
         return cls(
             store_path=store_path,
             demo=demo,
-            spec_globs=tuple(specs) + tuple(cfg.console_specs),
+            spec_globs=tuple(specs) + tuple(cfg.console_specs) + demo_specs,
+            temp_dir=temp_dir,
             policy_dir=policy_dir,
             config_file=config_path(),
             config=cfg,

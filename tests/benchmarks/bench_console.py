@@ -6,6 +6,8 @@
 - memory: a child process opens the Fires pane on a store with 1,000,000 fires
   and pages back through thousands of them; its peak RSS is reported;
   baseline: the same on an empty store.
+- idle CPU: the console (evaluator, live refresh, file watching) sits on a
+  static store; its CPU over 30 s is reported (target < 1% of a core).
 - latency: the console runs ``--demo`` (embedded evaluator + live fleet feed)
   while fires are committed; the time from commit to the fire being in the
   Fires pane's table is measured (p50/p99).
@@ -357,6 +359,85 @@ def _timeline(tmp: Path, quick: bool) -> list[Row]:
     ]
 
 
+_IDLE_APP = r"""
+import os, sys, time
+from pathlib import Path
+warmup, seconds = float(sys.argv[2]), float(sys.argv[3])
+if sys.argv[1] == "bare":
+    from textual.app import App
+    from textual.widgets import Footer, Header
+    class Bare(App):
+        def compose(self):
+            yield Header(); yield Footer()
+    app = Bare()
+else:
+    from console.app import HarnessConsole
+    from console.context import ConsoleContext
+    from engine.views.session import ConsoleOptions
+    opts = ConsoleOptions(store_path=Path(sys.argv[4]))
+    # as an operator runs it: embedded evaluator, live refresh, file watching
+    app = HarnessConsole(ConsoleContext(opts), initial="fleet", watch_files=True)
+
+async def pilot(p):
+    await p.pause(warmup)
+    t = os.times()
+    start = t.user + t.system
+    await p.pause(seconds)
+    t = os.times()
+    print(f"{(t.user + t.system - start) / seconds * 100:.3f}")
+    app.exit()
+
+app.run(headless=True, auto_pilot=pilot, size=(160, 45))
+"""
+
+
+def _idle_child(*args: str) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", _IDLE_APP, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def idle_cpu(tmp: Path, seconds: float) -> list[Row]:
+    """CPU of an idle console on a static, fully evaluated store (% of one core).
+
+    The child waits for start-up work to settle, then reads its own CPU time
+    (all threads) over ``seconds``; baseline: a bare Textual app measured the same way.
+    """
+    from engine.config import HarnessConfig
+    from engine.rules.lifecycle_run import open_live
+    from engine.store.db import connect
+    from engine.views.rules import load_console_rules
+
+    store = tmp / "idle.db"
+    _small_store(store)
+    conn = connect(store)
+    rules = load_console_rules(HarnessConfig(), None).rules
+    evaluator, _policy = open_live(conn, rules, HarnessConfig())
+    evaluator.run_until_idle()
+    conn.close()
+    warmup = "8"
+    console = _idle_child("console", warmup, str(seconds), str(store))
+    bare = _idle_child("bare", warmup, str(seconds))
+    return [
+        Row(
+            f"idle console CPU over {seconds:g} s (static store)",
+            console,
+            "% core",
+            target=1.0,
+            higher_is_better=False,
+            note=f"bare Textual app: {bare:.2f}% core",
+        )
+    ]
+
+
 def run(quick: bool) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="bench-console-") as d:
         tmp = Path(d)
@@ -364,4 +445,5 @@ def run(quick: bool) -> list[Row]:
         rows += _memory(tmp, fires=100_000 if quick else 1_000_000, pages=20 if quick else 100)
         rows += _latency(tmp, samples=8 if quick else 40)
         rows += _timeline(tmp, quick)
+        rows += idle_cpu(tmp, seconds=10 if quick else 30)
     return rows

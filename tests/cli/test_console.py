@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from engine.cli.harness import main
+from engine.store.db import connect
 from tests.conftest import ROOT
 
 
@@ -51,6 +52,7 @@ def test_options_reach_the_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     spec = tmp_path / "s.spec.yml"
     spec.write_text("schema: skillspec/v0\n", encoding="utf-8")
     store = tmp_path / "j.db"
+    connect(store).close()
     assert main(["console", "--store", str(store), "--spec", str(tmp_path / "*.spec.yml")]) == 0
     options = seen["options"]
     assert options.store_path == store and not options.demo
@@ -90,3 +92,14 @@ def test_demo_refuses_an_existing_store(tmp_path: Path, capsys: pytest.CaptureFi
     connect(store).close()
     assert main(["console", "--demo", "--store", str(store)]) == 2
     assert "new store path" in capsys.readouterr().err
+
+
+def test_missing_store_is_refused_not_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 11 item 9: `--store /typo.db` says it does not exist and how to make one."""
+    typo = tmp_path / "typo.db"
+    assert main(["console", "--store", str(typo)]) == 2
+    err = capsys.readouterr().err
+    assert str(typo) in err and "no such store" in err and "harness demo --store" in err
+    assert not typo.exists()

@@ -36,7 +36,11 @@ async def test_demo_shows_fires_shadow_and_hold_within_10s(tmp_path: Path) -> No
         holds = app.query_one(HoldsPane)
         first_live: int | None = None
         seen: dict[str, float] = {}
+        looks = 0
         while time.monotonic() - started < 10 and len(seen) < 3:
+            # the operator looks at each pane in turn (a hidden pane does not poll the store)
+            app.action_show_pane(("fires", "rules", "holds")[looks % 3])
+            looks += 1
             await pilot.pause(0.1)
             if fires.window and first_live is None:
                 first_live = fires.window[-1].id

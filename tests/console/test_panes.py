@@ -16,7 +16,7 @@ from console.panes.fires import WINDOW, FiresPane
 from console.panes.fleet import FleetPane
 from console.panes.holds import HoldsPane
 from console.panes.rules import RulesPane
-from console.widgets.confirm import AskText
+from console.widgets.confirm import AskText, ConfirmDiff
 from engine.store.db import connect
 from engine.views.fires import FireFilter, fires_before
 from tests.console.conftest import AppFactory
@@ -251,6 +251,8 @@ async def test_decide_as_you_type_and_save(make_app: AppFactory, spec_file: Path
         app.query_one("#decide-input", Input).value = "fill the form"
         await _until(pilot, lambda: pane.result is not None and pane.result.decision.forbid)
         await pilot.press("ctrl+s", *"console saved", "enter")
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmDiff))
+        await pilot.press("y")
         await _until(pilot, lambda: "2 passed" in _text(app, "#decide-tests-text"))
         text = spec_file.read_text(encoding="utf-8")
         assert "# form requests go to the form route" in text
@@ -326,7 +328,8 @@ async def test_f1_help_is_per_pane(make_app: AppFactory) -> None:
 
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
-        for pane_id, title in PANES:
+        for spec in PANES:
+            pane_id, title = spec.id, spec.title
             app.action_show_pane(pane_id)
             await pilot.pause(0.05)
             app.set_focus(None)

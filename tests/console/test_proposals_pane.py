@@ -98,8 +98,10 @@ async def test_prepare_without_policy_repo_says_so(make_app: AppFactory, store: 
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(ProposalsPane)
         await _until(pilot, lambda: pane.rows)
-        await pilot.press("p", "enter")
-        await pilot.pause(0.5)
+        await pilot.press("p")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, AskText)  # issue 11 item 12: no question to fail on
         messages = [n.message for n in app._notifications]
         assert any("no [policy_repo.*] is configured" in m for m in messages)
+        assert any("[policy_repo.NAME]" in m and "path =" in m for m in messages)
         assert pane.rows[0].branch is None

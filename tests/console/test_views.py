@@ -33,8 +33,8 @@ def _conn(store: Path) -> sqlite3.Connection:
 
 
 def test_parse_filter_keys_and_bare_word() -> None:
-    flt = parse_filter("level:hold harness:h05 restart_same_error")
-    assert flt == FireFilter(rule="restart_same_error", level="hold", harness="h05")
+    flt = parse_filter("level:hold harness:h05 restart_same")
+    assert flt == FireFilter(level="hold", harness="h05", words=("restart_same",))
     assert parse_filter("").empty
 
 

@@ -1,0 +1,123 @@
+"""What every pane shares: its context, one way to read the store, one way to report errors.
+
+Before this, each pane's worker repeated the same connect / try / close /
+catch-HarnessError / notify block; a pane now calls :meth:`StorePane.with_store`
+(or :meth:`StorePane.report`) and the error reaches the app as one typed
+:class:`~console.messages.ShowError`, so every pane's failures look alike.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.worker import NoActiveWorker, get_current_worker
+
+from console.context import ConsoleContext
+from console.messages import ShowError
+from engine.errors import HarnessError
+from engine.views.changes import store_version
+
+T = TypeVar("T")
+
+
+def _cancelled() -> bool:
+    try:
+        return get_current_worker().is_cancelled
+    except NoActiveWorker:
+        return False
+
+
+class StorePane(Vertical):
+    """A pane over the store: holds the context and turns engine errors into ShowError."""
+
+    def __init__(self, context: ConsoleContext) -> None:
+        super().__init__(classes="pane")
+        self.context = context
+        #: The store version behind what is shown (see ``with_store_if_changed``).
+        self._version: tuple[int, ...] | None = None
+        #: A timer tick came while the pane was hidden: poll when it is shown.
+        self._missed = False
+
+    def poll_every(self, seconds: float) -> None:
+        """Call :meth:`poll` every ``seconds`` while the pane is shown; once more when shown again.
+
+        A hidden pane (another tab is active) reads nothing: an idle console
+        should cost nothing, and the pane catches up the moment it is shown.
+        """
+        self.set_interval(seconds, self._tick)
+
+    def poll(self) -> None:
+        """A timer refresh (subclasses read the store if it changed)."""
+
+    def _shown(self) -> bool:
+        node: object = self
+        while isinstance(node, Widget):
+            if not node.display:
+                return False
+            node = node.parent
+        return True
+
+    def _tick(self) -> None:
+        if not self._shown():
+            self._missed = True
+        elif not any(w.node is self and not w.is_finished for w in self.app.workers):
+            # a tick never cancels a read in flight: on a slow store that would starve the pane
+            self.poll()
+
+    def on_show(self) -> None:
+        if self._missed:
+            self._missed = False
+            self.poll()
+
+    def report(self, exc: HarnessError) -> None:
+        """Show ``exc`` (title and every located line) as an error notification; thread-safe."""
+        self.post_message(ShowError(exc.title, str(exc)))
+
+    def with_store_if_changed(
+        self,
+        read: Callable[[sqlite3.Connection], T],
+        *,
+        extra: tuple[int, ...] = (),
+        force: bool = False,
+    ) -> T | None:
+        """Like :meth:`with_store`, but ``None`` without reading when nothing it shows moved.
+
+        A timer refresh on a static store then costs a handful of indexed
+        lookups, not the pane's whole read (an idle console must not burn CPU).
+        ``extra`` adds what else the view depends on (e.g. the minute, for ages).
+        """
+
+        def probe(conn: sqlite3.Connection) -> tuple[tuple[int, ...], T | None]:
+            version = store_version(conn) + extra
+            if not force and version == self._version:
+                return version, None
+            return version, read(conn)
+
+        got = self.with_store(probe)
+        if got is None or _cancelled():
+            # a newer load replaced this one: keep the old version so that one reads
+            return None
+        version, result = got
+        if result is not None:
+            self._version = version
+        return result
+
+    def with_store(self, read: Callable[[sqlite3.Connection], T]) -> T | None:
+        """Run ``read`` on a fresh connection (one per worker thread) and close it.
+
+        ``None`` means it failed and the error has been shown; ``read`` itself
+        should return something other than ``None`` when the caller must tell.
+        """
+        try:
+            conn = self.context.connect()
+            try:
+                return read(conn)
+            finally:
+                conn.close()
+        except HarnessError as exc:
+            self.report(exc)
+            return None
