@@ -194,6 +194,12 @@ def cmd_append(args: argparse.Namespace) -> int:
                     sys.stderr.write(f"<stdin>:{lineno}: refused: {exc.field}: {exc.problem}\n")
                 pending_refused += 1
                 continue
+            except Exception:
+                # A bug, not bad input: the line counts as refused and the good
+                # lines before it are still admitted; then the error surfaces.
+                pending_refused += 1
+                flush()
+                raise
             good.append(row)
             if len(good) >= APPEND_BATCH:
                 flush()

@@ -217,7 +217,7 @@ def _bad_shape(i: int, code: int, v: object) -> RowError | None:
             return RowError("path", f"contains control or non-printable characters: {_short(v)}")
         return None
     if code == _OUTCOME:
-        if v in _OUTCOME_SET:
+        if type(v) is str and v in _OUTCOME_SET:
             return None
         return RowError("outcome", f"unknown outcome {_short(v)} (expected: {', '.join(OUTCOMES)})")
     if type(v) is int and N_MIN <= v <= N_MAX:
@@ -260,7 +260,7 @@ def check_values(values: InsertRow) -> None:
             continue
         if code < _OUTCOME:
             cache = known[code]
-            if v in cache:
+            if type(v) is str and v in cache:  # a dict or list is unhashable: refuse, not crash
                 continue
             err = _bad_shape(i, code, v)
             if err is not None:

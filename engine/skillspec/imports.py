@@ -128,8 +128,13 @@ def crosses_symlink(spec_dir: Path, raw: str) -> bool:
     current = spec_dir
     for part in Path(raw).parts:
         current = Path(os.path.normpath(current / part))
-        if part not in ("..", ".") and current.is_symlink():
-            return True
+        if part in ("..", "."):
+            continue
+        try:
+            if current.is_symlink():
+                return True
+        except OSError:  # name too long and the like: no symlink here; the read says why
+            return False
     return False
 
 

@@ -189,7 +189,11 @@ class Validator:
         for i, route in enumerate(_seq(self.data.get("routes"))):
             items.extend(self.one(route, "id", f"routes[{i}]"))
             plan = _obj(_obj(route).get("execution_plan"))
-            phase_ids = {p.get("id") for p in _seq(plan.get("phases")) if isinstance(p, dict)}
+            phase_ids = {
+                p["id"]
+                for p in _seq(plan.get("phases"))
+                if isinstance(p, dict) and isinstance(p.get("id"), str)
+            }
             for j, phase in enumerate(_seq(plan.get("phases"))):
                 base = f"routes[{i}].execution_plan.phases[{j}]"
                 # Not checked by the reference: reported as warnings so verdicts still agree.
@@ -288,7 +292,7 @@ class Validator:
         }
         for i, use in enumerate(_seq(obj.get("used_by"))):
             kind = _obj(use).get("kind")
-            if kind in kinds:
+            if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
                 self.known(
                     kinds[kind], f"{section}.used_by", self.one(use, "id", f"{base}.used_by[{i}]")
                 )
@@ -454,7 +458,7 @@ class Validator:
         kinds = {"command": "commands", "code": "code", "recipe": "recipes"}
         for i, ref in enumerate(_seq(obj.get(key))):
             kind = _obj(ref).get("kind")
-            if kind in kinds:
+            if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
                 self.known(
                     self.ids[kinds[kind]],
                     f"artifacts.{key}",
