@@ -72,15 +72,13 @@ def run_main(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except sqlite3.OperationalError as exc:
-        # The last line of defence: commands map store problems themselves where
-        # they can say more; whatever slips through is still a message, not a traceback.
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return _fail(args, "Store busy", f"the store is locked by another writer ({text})")
-        return _fail(args, "Bad store", f"cannot use the store: {text}")
     except sqlite3.DatabaseError as exc:
-        return _fail(args, "Bad store", f"not a usable store: {exc}")
+        # Commands map store problems themselves where they can say more; a fault
+        # met mid-query (a corrupt page, a read-only file) still names the store.
+        from engine.store.db import store_fault
+
+        fault = store_fault(exc)
+        return _fail(args, fault.title, fault.message)
     except MemoryError:
         return _fail(args, "Input too large", "the input is too large to process")
     except Exception as exc:  # the last resort: a bug, said as one, never silent
