@@ -26,7 +26,8 @@ def spec(tmp_path: Path, body: str) -> Path:
     ("body", "field"),
     [
         (
-            "imports:\n  guide:\n    path: guide.md\n    used_by:\n      - kind: {}\n        id: x\n",
+            "imports:\n  guide:\n    path: guide.md\n    used_by:\n"
+            "      - kind: {}\n        id: x\n",
             "imports.guide.used_by[0].kind",
         ),
         (
