@@ -293,7 +293,10 @@ def row_from_mapping(obj: object, *, with_at: bool) -> InsertRow:
         raise RowError("row", f"expected a JSON object, got {type(obj).__name__}")
     if not _KNOWN_KEYS.issuperset(obj):
         unknown = next(k for k in obj if k not in _KNOWN_KEYS)
-        raise RowError(str(unknown)[:60], "unknown field (rows carry only the journal columns)")
+        # A plain name as itself; an empty or odd one (a lone surrogate) as its repr.
+        name = str(unknown)
+        name = name if _ident_match(name) and len(name) <= 60 else _short(name)
+        raise RowError(name, "unknown field (rows carry only the journal columns)")
     if "seq" in obj:
         raise RowError("seq", "assigned at admission; rows must not carry it")
     if with_at:
