@@ -267,9 +267,11 @@ def _store_view(args: argparse.Namespace, config: Any) -> _StoreView:
     from engine.config import resolve_store
 
     named = bool(args.store) or config.store_path is not None
+    from engine.errors import HarnessError
+
     try:
         return _StoreView(resolve_store(args.store, config), named)
-    except Exception as exc:  # a bad store path: say so, show fires as unknown
+    except (HarnessError, OSError) as exc:  # a bad store path: say so, show fires as unknown
         return _StoreView(None, named, f"cannot use the store: {exc}")
 
 
