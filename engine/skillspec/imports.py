@@ -194,31 +194,47 @@ def import_graph(imports: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def load_order(graph: dict[str, list[str]]) -> tuple[list[str], list[list[str]]]:
-    """Dependency-first order (keys visited in sorted order) and every cycle met."""
+    """Dependency-first order (keys visited in sorted order) and every cycle met.
+
+    Iterative (an explicit stack), so a chain of thousands of imports is an
+    order, not a RecursionError.
+    """
     order: list[str] = []
     cycles: list[list[str]] = []
     seen_cycles: set[frozenset[str]] = set()
     visiting: list[str] = []
+    on_path: set[str] = set()
     done: set[str] = set()
 
-    def visit(node: str) -> None:
-        if node in done or node not in graph:
-            return
-        if node in visiting:
-            cycle = [*visiting[visiting.index(node) :], node]
-            if frozenset(cycle) not in seen_cycles:
-                seen_cycles.add(frozenset(cycle))
-                cycles.append(cycle)
-            return
-        visiting.append(node)
-        for child in graph[node]:
-            visit(child)
-        visiting.pop()
-        done.add(node)
-        order.append(node)
-
-    for node in sorted(graph):
-        visit(node)
+    for root in sorted(graph):
+        if root in done:
+            continue
+        visiting.append(root)
+        on_path.add(root)
+        stack: list[tuple[str, int]] = [(root, 0)]
+        while stack:
+            node, i = stack[-1]
+            children = graph[node]
+            if i < len(children):
+                stack[-1] = (node, i + 1)
+                child = children[i]
+                if child in done or child not in graph:
+                    continue
+                if child in on_path:
+                    cycle = [*visiting[visiting.index(child) :], child]
+                    if frozenset(cycle) not in seen_cycles:
+                        seen_cycles.add(frozenset(cycle))
+                        cycles.append(cycle)
+                    continue
+                visiting.append(child)
+                on_path.add(child)
+                stack.append((child, 0))
+                continue
+            stack.pop()
+            visiting.pop()
+            on_path.discard(node)
+            done.add(node)
+            order.append(node)
     return order, cycles
 
 

@@ -120,3 +120,23 @@ def test_integers_outside_64_bits_in_free_form_maps_are_rejected(
 def test_64_bit_limits_themselves_are_accepted(tmp_path: Path) -> None:
     body = "metadata:\n  hi: 18446744073709551615\n  lo: -9223372036854775808\n"
     assert check_spec(spec(tmp_path, body)).ok
+
+
+def test_a_chain_of_thousands_of_imports_is_a_verdict_not_a_recursion_error(
+    tmp_path: Path,
+) -> None:
+    # found while fuzzing: import_cycles and load_order recursed once per import
+    n = 3000
+    body = ["imports:"]
+    for i in range(n):
+        nxt = f"[i{i + 1:05d}]" if i + 1 < n else "[]"
+        body += [f"  i{i:05d}:", "    path: g.md", "    role: reference"]
+        body += [f"    requires: {{imports: {nxt}}}"]
+    (tmp_path / "g.md").write_text("# G\n")
+    path = spec(tmp_path, "\n".join(body) + "\n")
+    report = check_spec(path)
+    assert report.data is not None
+    from engine.skillspec.imports import check_imports
+
+    order = check_imports(report.data, path).load_order
+    assert len(order) == n and order[0] == f"i{n - 1:05d}" and order[-1] == "i00000"
