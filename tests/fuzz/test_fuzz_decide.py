@@ -87,7 +87,9 @@ def test_decide_inputs_decides_every_line_or_refuses_the_file(
     code, out, err = run_cli(skillspec, ["decide", str(SPEC), "--inputs", str(inputs), "--json"])
     assert_clean(code, out, err)
     if code == 0:
-        decided = [json.loads(x) for x in out.splitlines()]
+        # JSON lines end at "\n" only: str.splitlines() would also split at U+0085 or U+2028,
+        # which a decision echoes raw (ensure_ascii=False, as the reference prints them).
+        decided = [json.loads(x) for x in out.split("\n")[:-1]]
         assert [d["input"] for d in decided] == [json.loads(x) for x in lines]
     else:
         assert code == 2 and f"{inputs}:" in err
