@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,10 +195,18 @@ def import_graph(imports: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def load_order(graph: dict[str, list[str]]) -> tuple[list[str], list[list[str]]]:
-    """Dependency-first order (keys visited in sorted order) and every cycle met.
+    """Dependency-first order (keys visited in sorted order) and every cycle met."""
+    return depth_first(sorted(graph), lambda node: [c for c in graph[node] if c in graph])
+
+
+def depth_first(
+    roots: Iterable[str], children: Callable[[str], list[str]]
+) -> tuple[list[str], list[list[str]]]:
+    """Post-order of a depth-first walk from ``roots`` in turn, and each cycle the first time met.
 
     Iterative (an explicit stack), so a chain of thousands of imports is an
-    order, not a RecursionError.
+    order, not a RecursionError. A cycle is reported as the path from its
+    first node back to itself.
     """
     order: list[str] = []
     cycles: list[list[str]] = []
@@ -205,36 +214,34 @@ def load_order(graph: dict[str, list[str]]) -> tuple[list[str], list[list[str]]]
     visiting: list[str] = []
     on_path: set[str] = set()
     done: set[str] = set()
-
-    for root in sorted(graph):
+    for root in roots:
         if root in done:
             continue
         visiting.append(root)
         on_path.add(root)
-        stack: list[tuple[str, int]] = [(root, 0)]
+        stack: list[tuple[str, list[str], int]] = [(root, children(root), 0)]
         while stack:
-            node, i = stack[-1]
-            children = graph[node]
-            if i < len(children):
-                stack[-1] = (node, i + 1)
-                child = children[i]
-                if child in done or child not in graph:
-                    continue
-                if child in on_path:
-                    cycle = [*visiting[visiting.index(child) :], child]
-                    if frozenset(cycle) not in seen_cycles:
-                        seen_cycles.add(frozenset(cycle))
-                        cycles.append(cycle)
-                    continue
-                visiting.append(child)
-                on_path.add(child)
-                stack.append((child, 0))
+            node, kids, i = stack[-1]
+            if i == len(kids):
+                stack.pop()
+                visiting.pop()
+                on_path.discard(node)
+                done.add(node)
+                order.append(node)
                 continue
-            stack.pop()
-            visiting.pop()
-            on_path.discard(node)
-            done.add(node)
-            order.append(node)
+            stack[-1] = (node, kids, i + 1)
+            child = kids[i]
+            if child in done:
+                continue
+            if child in on_path:
+                cycle = [*visiting[visiting.index(child) :], child]
+                if frozenset(cycle) not in seen_cycles:
+                    seen_cycles.add(frozenset(cycle))
+                    cycles.append(cycle)
+                continue
+            visiting.append(child)
+            on_path.add(child)
+            stack.append((child, children(child), 0))
     return order, cycles
 
 

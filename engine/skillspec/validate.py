@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.errors import Diagnostic, Location
+from engine.skillspec.imports import depth_first
 from engine.yamlsrc import LocDict, LocList
 
 SCHEMA = "skillspec/v0"
@@ -357,53 +358,22 @@ class Validator:
     def import_cycles(self) -> None:
         """Depth-first over imports in key order, as the reference walks them."""
         imports = _map(self.data.get("imports"))
-        visiting: list[str] = []
-        visited: set[str] = set()
-        reported: set[frozenset[str]] = set()
-
-        def report(node: str) -> None:
-            cycle = [*visiting[visiting.index(node) :], node]
-            key = frozenset(cycle)
-            if key not in reported:
-                reported.add(key)
-                start = cycle[0]
-                self.errors.append(
-                    Diagnostic(
-                        f"unknown reference {q(node)} in imports.requires.imports.cycle",
-                        self.key_loc(imports, start, self.root),
-                        path=f"imports.{start}.requires.imports",
-                        code="import_cycle",
-                        hint="import cycle: " + " -> ".join(cycle),
-                    )
-                )
 
         def children(node: str) -> list[str]:
             found = self.many(_obj(imports.get(node)).get("requires"), "imports", "")
             return [child for child, _, _ in found]
 
-        # Depth first with an explicit stack: a chain of thousands of imports
-        # is a verdict, not a RecursionError.
-        for root in sorted(imports):
-            if root in visited:
-                continue
-            visiting.append(root)
-            stack: list[tuple[str, list[str], int]] = [(root, children(root), 0)]
-            while stack:
-                node, kids, i = stack[-1]
-                if i == len(kids):
-                    stack.pop()
-                    visiting.pop()
-                    visited.add(node)
-                    continue
-                stack[-1] = (node, kids, i + 1)
-                child = kids[i]
-                if child in visited:
-                    continue
-                if child in visiting:
-                    report(child)
-                    continue
-                visiting.append(child)
-                stack.append((child, children(child), 0))
+        for cycle in depth_first(sorted(imports), children)[1]:
+            start = cycle[0]
+            self.errors.append(
+                Diagnostic(
+                    f"unknown reference {q(cycle[-1])} in imports.requires.imports.cycle",
+                    self.key_loc(imports, start, self.root),
+                    path=f"imports.{start}.requires.imports",
+                    code="import_cycle",
+                    hint="import cycle: " + " -> ".join(cycle),
+                )
+            )
 
     def resources(self) -> None:
         referenced = self.resource_references()
