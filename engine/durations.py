@@ -10,11 +10,17 @@ from __future__ import annotations
 import re
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+#: Longest duration accepted: 10,000 years, past any journal time (year 9999).
+MAX_DURATION_MS = 10_000 * 365 * 86_400_000
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
 class DurationError(ValueError):
     """Raised with a message that says what a valid duration looks like."""
+
+
+class DurationRangeError(DurationError):
+    """Well-formed, but longer than :data:`MAX_DURATION_MS` (``<400 nines>d``)."""
 
 
 def parse_duration_ms(text: str) -> int:
@@ -33,10 +39,19 @@ def parse_duration_ms(text: str) -> int:
         pos = match.end()
     if pos != len(s) or pos == 0:
         raise DurationError(
-            f"invalid duration {text!r}; use a number and a unit "
+            f"invalid duration {_shown(text)}; use a number and a unit "
             "(ms, s, m, h, d), e.g. '90s', '1h30m'"
         )
+    if not total <= MAX_DURATION_MS:  # also catches inf from `<400 nines>d`
+        raise DurationRangeError(
+            f"duration {_shown(text)} is longer than {MAX_DURATION_MS // _UNIT_MS['d']:,}d"
+        )
     return round(total)
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, shortened so a 400-digit typo stays one line."""
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
 def format_duration_ms(ms: int) -> str:

@@ -135,3 +135,33 @@ class CheckFailed(HarnessError):
 
     title = "Check failed"
     exit_code = 1
+
+
+class InvalidSource(InputError):
+    """A file that was read but does not parse (bad YAML, a bad scalar, a byte order mark).
+
+    Exit code 1, like the reference checker: the file is an invalid spec or
+    rule file, which is a finding. Exit code 2 stays for a file that cannot be
+    read at all (missing, permission, not a regular file, over the size cap).
+    A subclass of :class:`InputError` so every ``except InputError`` around a
+    parse keeps working.
+    """
+
+    title = "Invalid YAML"
+    exit_code = 1
+
+
+def traceback_id(exc: BaseException) -> str:
+    """A short, stable id for an unexpected exception: 8 hex of a digest of its traceback.
+
+    Only the exception type and the code positions (file, line, function) are
+    hashed, never the message, so the same bug gives the same id on every
+    input and the id can be logged without carrying user text.
+    """
+    import hashlib
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    parts = [type(exc).__qualname__]
+    parts.extend(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}" for f in frames)
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]

@@ -14,6 +14,7 @@ plain data) that remember where each key and item sits.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +22,15 @@ from typing import Any
 
 import yaml
 
-from engine.errors import Diagnostic, InputError, Location
+from engine.errors import Diagnostic, InputError, InvalidSource, Location
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
     _BaseLoader: type[Any] = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover
     _BaseLoader = yaml.SafeLoader
 
+#: The UTF-8 byte order mark, refused before parsing (see :func:`decode_source`).
+BOM = b"\xef\xbb\xbf"
 #: Largest file we agree to read. Specs and rule files are hand-written.
 MAX_BYTES = 4 * 1024 * 1024
 #: Upper bound on constructed nodes, counting every alias expansion. This is
@@ -42,25 +45,31 @@ class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {}
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+#: A plain scalar of a leading zero then more digits (``012``, ``-007``) is a
+#: string in YAML 1.2 as serde_yaml resolves it: neither an octal nor a decimal
+#: number, so neither the int nor the float resolver may take it.
+_LEADING_ZERO = r"(?![-+]?0[0-9]+$)"
+_INT_RE = re.compile(
+    rf"^{_LEADING_ZERO}(?:[-+]?[0-9]+|[-+]?0o[0-7]+|[-+]?0x[0-9a-fA-F]+|[-+]?0b[01]+)$"
 )
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:int",
-    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-    list("-+0123456789"),
+_FLOAT_RE = re.compile(
+    rf"^{_LEADING_ZERO}(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
 )
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+.0123456789"),
-)
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
-)
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789"))
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789"))
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF"))
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""])
+
+#: The integer range serde_yaml tries (u64, i64, then u128 and i128). Beyond it
+#: a decimal literal is read as a float when finite, and otherwise (and for a
+#: hex, octal or binary literal) stays a string.
+INT128_MIN, UINT128_MAX = -(2**127), 2**128 - 1
+#: Free-form maps (``allow``, ``metadata``) hold serde values, whose integers are 64-bit.
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
+_MAX_INT_DIGITS = 40  # one more than UINT128_MAX has: int() of this is always safe
 
 
 class LocDict(dict[str, Any]):
@@ -118,9 +127,9 @@ class _Builder:
         self.file = file
         self.count = 0
 
-    def fail(self, message: str, mark: Any, path: str = "") -> InputError:
-        diag = Diagnostic(message, _loc(self.file, mark), path=path, code="yaml")
-        return InputError(message, title="Invalid YAML", diagnostics=[diag])
+    def fail(self, message: str, mark: Any, path: str = "", hint: str = "") -> InvalidSource:
+        diag = Diagnostic(message, _loc(self.file, mark), path=path, code="yaml", hint=hint)
+        return InvalidSource(message, title="Invalid YAML", diagnostics=[diag])
 
     def build(self, node: yaml.Node, path: str, depth: int) -> Any:
         self.count += 1
@@ -152,6 +161,7 @@ class _Builder:
                         f"duplicate key `{key}` (first defined at line {first.line})",
                         key_node.start_mark,
                         _join(path, key),
+                        DUPLICATE_KEY_HINT,
                     )
                 child = _join(path, key)
                 mapping[key] = self.build(value_node, child, depth + 1)
@@ -165,26 +175,66 @@ class _Builder:
         value = node.value
         if tag == "tag:yaml.org,2002:str":
             return value
+        if tag in _TAG_PATTERNS:
+            pattern, what = _TAG_PATTERNS[tag]
+            if not pattern.match(value):  # only an explicit tag (`!!int abc`) gets here
+                shown = value if len(value) <= 40 else value[:37] + "..."
+                raise self.fail(f"`{shown}` is not {what}", node.start_mark, path)
         if tag == "tag:yaml.org,2002:bool":
             return value.lower() == "true"
         if tag == "tag:yaml.org,2002:null":
             return None
         if tag == "tag:yaml.org,2002:int":
-            if value.startswith("0o"):
-                return int(value[2:], 8)
-            if value.startswith("0x"):
-                return int(value[2:], 16)
-            return int(value)
+            return _int_scalar(value)
         if tag == "tag:yaml.org,2002:float":
             low = value.lower()
             if low.endswith(".inf"):
                 return float("-inf") if low.startswith("-") else float("inf")
             if low == ".nan":
                 return float("nan")
-            return float(value)
+            number = float(value)
+            return number if math.isfinite(number) else value  # `1e999`: a string, as serde
         if tag in ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:timestamp"):
             return value
         raise self.fail(f"unsupported YAML tag {tag}", node.start_mark, path)
+
+
+DUPLICATE_KEY_HINT = (
+    "a deliberate divergence from the reference checker, which silently keeps the last "
+    "value: remove one of the two"
+)
+_TAG_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
+    "tag:yaml.org,2002:int": (_INT_RE, "an integer"),
+    "tag:yaml.org,2002:float": (_FLOAT_RE, "a float"),
+    "tag:yaml.org,2002:bool": (_BOOL_RE, "a boolean (true or false)"),
+    "tag:yaml.org,2002:null": (_NULL_RE, "null"),
+}
+_RADIX = {"0x": 16, "0o": 8, "0b": 2}
+
+
+def _int_scalar(value: str) -> int | float | str:
+    """An integer literal the way serde_yaml reads it (never a ValueError).
+
+    Within 128 bits it is an int; a longer decimal literal is a float when
+    finite and otherwise, like an over-long hex, octal or binary literal, the
+    string itself.
+    """
+    sign = -1 if value.startswith("-") else 1
+    digits = value.lstrip("+-")
+    radix = _RADIX.get(digits[:2], 10)
+    if radix != 10:
+        number = sign * int(digits[2:], radix)  # power-of-two bases have no digit limit
+    elif len(digits) <= _MAX_INT_DIGITS:
+        number = int(value)
+    else:
+        number = UINT128_MAX + 1
+    if INT128_MIN <= number <= UINT128_MAX:
+        return number
+    if radix == 10:
+        as_float = float(value)
+        if math.isfinite(as_float):
+            return as_float
+    return value
 
 
 def _char_at(text: str, line: int, col: int) -> str:
@@ -203,7 +253,13 @@ def _join(path: str, key: str) -> str:
 
 
 def decode_source(raw: bytes, file: str) -> str:
-    """Bytes to text, refusing binary and non-UTF-8 input with a location."""
+    """Bytes to text, refusing binary, non-UTF-8 and BOM-prefixed input with a location.
+
+    Over the size cap is unreadable (:class:`InputError`, exit 2); the rest was
+    read and is invalid (:class:`InvalidSource`, exit 1). A byte order mark is
+    refused because the reference checker refuses it, and a spec that passes
+    here must pass there.
+    """
     if len(raw) > MAX_BYTES:
         raise InputError(
             f"{file}: file is {len(raw)} bytes; the limit is {MAX_BYTES}",
@@ -213,26 +269,40 @@ def decode_source(raw: bytes, file: str) -> str:
             ],
         )
     if b"\x00" in raw[:8192]:
-        raise InputError(
+        raise InvalidSource(
             f"{file}: binary file (NUL byte)",
             title="Binary file",
             diagnostics=[Diagnostic("binary file (contains NUL bytes)", Location(file, 1, 1))],
         )
+    if raw.startswith(BOM):
+        raise _bom_error(file)
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         msg = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
-        raise InputError(
+        raise InvalidSource(
             f"{file}:{line}:{col}: {msg}",
             title="Bad encoding",
             diagnostics=[Diagnostic(msg, Location(file, line, col), code="encoding")],
         ) from None
 
 
+def _bom_error(file: str) -> InvalidSource:
+    msg = "the file starts with a UTF-8 byte order mark, which the reference checker rejects"
+    hint = "save the file as UTF-8 without a BOM"
+    return InvalidSource(
+        f"{file}:1:1: {msg}",
+        title="Byte order mark",
+        diagnostics=[Diagnostic(msg, Location(file, 1, 1), code="encoding", hint=hint)],
+    )
+
+
 def parse_yaml(text: str, file: str = "<input>") -> YamlDocument:
-    """Parse one YAML document strictly; raise :class:`InputError` with a location."""
+    """Parse one YAML document strictly; raise :class:`InvalidSource` with a location."""
+    if text.startswith("\ufeff"):
+        raise _bom_error(file)
     builder = _Builder(file)
     try:
         loader = _Yaml12Loader(text)
@@ -248,13 +318,13 @@ def parse_yaml(text: str, file: str = "<input>") -> YamlDocument:
         loc = _loc(file, mark) if mark is not None else Location(file)
         if mark is not None and _char_at(text, mark.line, mark.column) == "\t":
             problem = "tab character: YAML indentation must use spaces"
-        raise InputError(
+        raise InvalidSource(
             f"{loc}: {problem}",
             title="Invalid YAML",
             diagnostics=[Diagnostic(problem, loc, code="yaml")],
         ) from None
     except yaml.YAMLError as exc:
-        raise InputError(
+        raise InvalidSource(
             f"{file}: {exc}",
             title="Invalid YAML",
             diagnostics=[Diagnostic(str(exc), Location(file), code="yaml")],

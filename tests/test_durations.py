@@ -15,3 +15,13 @@ def test_durations_round_trip() -> None:
     for bad in ("", "10", "h", "1x", "1h 30m", "-1h"):
         with pytest.raises(DurationError):
             parse_duration_ms(bad)
+
+
+def test_an_overflowing_duration_is_a_duration_error_not_overflow() -> None:
+    # issue 13, item 8: `cooldown: <400 nines>d` raised OverflowError in round(inf)
+    from engine.durations import DurationError, DurationRangeError
+
+    for text in ("9" * 400 + "d", "1" + "0" * 30 + "ms", "99999999999h"):
+        with pytest.raises(DurationRangeError):
+            parse_duration_ms(text)
+    assert issubclass(DurationRangeError, DurationError)

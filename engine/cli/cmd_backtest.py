@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.cli.common import EXIT_OK, print_json
 from engine.config import HarnessConfig, load_config, resolve_store
-from engine.errors import Diagnostic, InputError, Location
+from engine.errors import CheckFailed, Diagnostic, InputError, Location
 from engine.rules.model import CompiledRule
 
 
@@ -59,7 +59,14 @@ def resolve_rules(
                 problems.extend(res.errors)
                 continue
             if not res.rules:
-                problems.append(Diagnostic("no rule in this file", Location(spec)))
+                readable = path.is_file() or path.is_dir()  # not a FIFO or a device
+                problems.append(
+                    Diagnostic(
+                        "no rule in this file" if readable else "not a regular file",
+                        Location(spec),
+                        code="schema" if readable else "io",
+                    )
+                )
             for cr in res.rules:
                 chosen[cr.rule.name] = cr
             continue
@@ -76,7 +83,11 @@ def resolve_rules(
             continue
         chosen[found.rule.name] = found
     if problems:
-        raise InputError(
+        # A rule file that was read but does not load is an invalid rule file, exit 1;
+        # a file that cannot be read, or a name that is not a rule, is exit 2 (issue 13).
+        unreadable = any(d.code in ("io", "size") or d.hint.startswith("give a") for d in problems)
+        error = InputError if unreadable else CheckFailed
+        raise error(
             f"{len(problems)} problem(s) with the rules to backtest",
             title="Cannot load rules",
             diagnostics=problems,

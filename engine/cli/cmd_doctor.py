@@ -14,6 +14,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("doctor", help="Check config, store, evaluator, holds and retention.")
     p.add_argument("--store", metavar="PATH")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--verbose", action="store_true", help="SQLite's full detail for a corrupt store"
+    )
     p.set_defaults(handler=cmd_doctor)
 
 
@@ -35,7 +38,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         store = cfg.resolved_store_path() if cfg else default_store_path()
     names = loaded_rule_names(cfg) if cfg is not None else None
-    report = run_doctor(store, rule_names=names)
+    report = run_doctor(store, rule_names=names, verbose=args.verbose)
     if args.json:
         print_json(report.to_json())
     else:

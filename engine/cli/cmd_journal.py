@@ -194,6 +194,12 @@ def cmd_append(args: argparse.Namespace) -> int:
                     sys.stderr.write(f"<stdin>:{lineno}: refused: {exc.field}: {exc.problem}\n")
                 pending_refused += 1
                 continue
+            except Exception:
+                # A bug, not bad input: the line counts as refused and the good
+                # lines before it are still admitted; then the error surfaces.
+                pending_refused += 1
+                flush()
+                raise
             good.append(row)
             if len(good) >= APPEND_BATCH:
                 flush()
@@ -312,12 +318,21 @@ def format_row(row: tuple[Any, ...]) -> str:
 def cmd_tail(args: argparse.Namespace) -> int:
     import json
 
+    from engine.errors import InputError
     from engine.journal.reader import follow, iter_rows, tail_start
-    from engine.journal.rows import row_dict
+    from engine.journal.rows import RowError, check_values, row_dict
 
-    _path, conn = _open(args, readonly=True)
+    path, conn = _open(args, readonly=True)
 
     def emit(row: tuple[Any, ...]) -> None:
+        try:  # a garbled store can hand back rows no writer could have admitted
+            check_values(row[1:])
+        except RowError as exc:
+            raise InputError(
+                f"{path}: row seq {row[0]!r} is garbled ({exc.field}: {exc.problem}); "
+                "run harness doctor",
+                title="Bad store",
+            ) from None
         if args.json:
             sys.stdout.write(json.dumps(row_dict(row)) + "\n")
         else:

@@ -54,7 +54,7 @@ def span(text: str) -> str:
 
 def until(text: str) -> str:
     """argparse type for --until: a seq in range, a bounded duration, or a time (checked later)."""
-    from engine.durations import DurationError, parse_duration_ms
+    from engine.durations import DurationError, DurationRangeError, parse_duration_ms
 
     stripped = text.strip()
     if stripped.isdigit():
@@ -62,6 +62,8 @@ def until(text: str) -> str:
         return text
     try:
         value = parse_duration_ms(stripped)
+    except DurationRangeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except DurationError:
         return text  # an ISO time; resolve_range reports a bad one
     if value > MAX_SPAN_MS:
@@ -274,9 +276,11 @@ def _store_view(args: argparse.Namespace, config: Any) -> _StoreView:
     from engine.config import resolve_store
 
     named = bool(args.store) or config.store_path is not None
+    from engine.errors import HarnessError
+
     try:
         return _StoreView(resolve_store(args.store, config), named)
-    except Exception as exc:  # a bad store path: say so, show fires as unknown
+    except (HarnessError, OSError) as exc:  # a bad store path: say so, show fires as unknown
         return _StoreView(None, named, f"cannot use the store: {exc}")
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
+from engine.jsontext import JsonTextError, escape_surrogates, loads
 from engine.skillspec.decide import CompiledSpec, decide, decision_json_line
 
 MAX_INPUTS_BYTES = 256 * 1024 * 1024
@@ -53,13 +53,11 @@ def load_spec(spec: str) -> LoadedSpec:
 
     loaded = load_decidable(path)
     report = loaded.report
-    if report.unreadable or report.data is None:
+    if report.unreadable:
         raise InputError(
-            f"{spec}: cannot be read as YAML",
-            title="Cannot read spec",
-            diagnostics=report.diagnostics,
+            f"{spec}: cannot be read", title="Cannot read spec", diagnostics=report.diagnostics
         )
-    if not report.ok:
+    if report.data is None or not report.ok:
         raise CheckFailed(
             f"{spec} does not validate; fix it before deciding or testing "
             "(file checks must pass too, as in the reference)",
@@ -113,9 +111,9 @@ def read_inputs(source: str) -> list[str]:
     out: list[str] = []
     for n, line in enumerate(lines, 1):
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _line_error(source, n, exc.colno, f"not JSON ({exc.msg})") from exc
+            value = loads(line)
+        except JsonTextError as exc:
+            raise _line_error(source, n, exc.col, exc.message) from None
         if not isinstance(value, str):
             raise _line_error(source, n, 1, f"expected a JSON string, got {type(value).__name__}")
         out.append(value)
@@ -148,7 +146,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
             for start in range(0, len(texts), 1024):
                 chunk = texts[start : start + 1024]
                 sys.stdout.write(
-                    "".join(decision_json_line(decide(compiled, t)) + "\n" for t in chunk)
+                    escape_surrogates(
+                        "".join(decision_json_line(decide(compiled, t)) + "\n" for t in chunk)
+                    )
                 )
         finally:
             if was_enabled:

@@ -217,7 +217,7 @@ def _bad_shape(i: int, code: int, v: object) -> RowError | None:
             return RowError("path", f"contains control or non-printable characters: {_short(v)}")
         return None
     if code == _OUTCOME:
-        if v in _OUTCOME_SET:
+        if type(v) is str and v in _OUTCOME_SET:
             return None
         return RowError("outcome", f"unknown outcome {_short(v)} (expected: {', '.join(OUTCOMES)})")
     if type(v) is int and N_MIN <= v <= N_MAX:
@@ -260,7 +260,7 @@ def check_values(values: InsertRow) -> None:
             continue
         if code < _OUTCOME:
             cache = known[code]
-            if v in cache:
+            if type(v) is str and v in cache:  # a dict or list is unhashable: refuse, not crash
                 continue
             err = _bad_shape(i, code, v)
             if err is not None:
@@ -293,7 +293,10 @@ def row_from_mapping(obj: object, *, with_at: bool) -> InsertRow:
         raise RowError("row", f"expected a JSON object, got {type(obj).__name__}")
     if not _KNOWN_KEYS.issuperset(obj):
         unknown = next(k for k in obj if k not in _KNOWN_KEYS)
-        raise RowError(str(unknown)[:60], "unknown field (rows carry only the journal columns)")
+        # A plain name as itself; an empty or odd one (a lone surrogate) as its repr.
+        name = str(unknown)
+        name = name if _ident_match(name) and len(name) <= 60 else _short(name)
+        raise RowError(name, "unknown field (rows carry only the journal columns)")
     if "seq" in obj:
         raise RowError("seq", "assigned at admission; rows must not carry it")
     if with_at:

@@ -405,16 +405,15 @@ def iter_jsonl_history(
 
 def parse_json_row(line: str, file: str, lineno: int, *, with_at: bool) -> InsertRow:
     """One JSON line -> a checked insert tuple, or a RowError located at ``file:lineno``."""
-    import json
+    from engine.jsontext import JsonTextError, loads
 
     if len(line) - line.endswith("\n") > MAX_LINE_CHARS:
         raise RowError("row", "line longer than 64 KiB").at_line(file, lineno)
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise RowError("row", f"not JSON: {exc.msg} (column {exc.colno})").at_line(
-            file, lineno
-        ) from None
+        obj = loads(line)
+    except JsonTextError as exc:
+        where = f" (column {exc.col})" if exc.col else ""
+        raise RowError("row", f"{exc.message}{where}").at_line(file, lineno) from None
     try:
         return row_from_mapping(obj, with_at=with_at)
     except RowError as exc:

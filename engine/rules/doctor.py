@@ -109,13 +109,19 @@ def _config_checks(
     return checks, cfg
 
 
-def _store_checks(conn: sqlite3.Connection) -> list[Check]:
+def _store_checks(conn: sqlite3.Connection, verbose: bool = False) -> list[Check]:
     checks = []
     result = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
     if result == ["ok"]:
         checks.append(Check("store integrity", OK, "quick_check ok"))
     else:
-        checks.append(Check("store integrity", ERROR, "quick_check failed", tuple(result[:20])))
+        # SQLite lists every damaged page; one line says what an operator needs.
+        detail = f"quick_check found {len(result)} problem(s): the store is corrupt"
+        if not verbose:
+            detail += " (harness doctor --verbose lists them)"
+        checks.append(
+            Check("store integrity", ERROR, detail, tuple(result[:20]) if verbose else ())
+        )
     mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     checks.append(Check("store WAL", OK if mode == "wal" else WARN, f"journal_mode={mode}"))
     return checks
@@ -246,8 +252,13 @@ def run_doctor(
     config_loader: Callable[[], HarnessConfig] = load_config,
     rule_names: set[str] | None = None,
     now_ms: int | None = None,
+    verbose: bool = False,
 ) -> DoctorReport:
-    """Run every check; never raises for a user-caused problem (it becomes a check)."""
+    """Run every check; never raises for a user-caused problem (it becomes a check).
+
+    ``verbose`` keeps SQLite's own detail (every damaged page); without it a
+    corrupt store is one summarised line.
+    """
     checks, cfg = _config_checks(config_loader, rule_names)
     if cfg is not None:
         checks.append(rule_file_check(cfg))
@@ -259,11 +270,12 @@ def run_doctor(
         conn.execute("PRAGMA busy_timeout = 5000")
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         checks.append(Check("store", OK, f"{store} (schema version {version})"))
-        checks.extend(_store_checks(conn))
+        checks.extend(_store_checks(conn, verbose))
         checks.extend(_fact_checks(collect(conn, now_ms=now_ms), cfg, conn))
         conn.close()
     except sqlite3.DatabaseError as exc:
-        checks.append(Check("store", ERROR, f"{store}: not a usable store: {exc}"))
+        text = str(exc) if verbose else str(exc).splitlines()[0][:200]
+        checks.append(Check("store", ERROR, f"{store}: not a usable store: {text}"))
     return DoctorReport(tuple(checks))
 
 

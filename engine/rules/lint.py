@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import HarnessConfig
-from engine.errors import Diagnostic, InputError, Location
+from engine.errors import Diagnostic, Location
 from engine.rules.loader import RULE_SUFFIXES, default_sources, load_rules
 from engine.rules.model import LoadResult, SourceKind
-from engine.yamlsrc import MAX_BYTES, decode_source
+from engine.yamlsrc import MAX_BYTES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FORMATS = ("text", "json", "sarif")
@@ -39,42 +39,33 @@ class LintReport:
         return 1 if self.result.errors else 0
 
 
-def _unreadable(name: str, reason: str, loc: Location | None = None) -> InputError:
-    return InputError(
-        f"{loc or name}: {reason}",
-        title="Unreadable input",
-        diagnostics=[Diagnostic(reason, loc or Location(name), code="io")],
-    )
-
-
-def check_named_file(path: Path, name: str) -> None:
-    """A file named on the command line must be a readable UTF-8 text file.
+def named_file_problem(path: Path, name: str) -> Diagnostic | None:
+    """Why a PATH named on the command line cannot be read at all, or None.
 
     Reads at most MAX_BYTES of a regular file only (a FIFO or a device would
-    block or never end). Unreadable input is exit 2, distinct from the
-    rule errors (exit 1) that lint exists to report.
+    block or never end). A file that reads but does not decode or parse is
+    left to the loader, which locates the problem like any other rule error.
     """
     try:
         info = os.stat(path)
     except OSError as exc:
-        raise _unreadable(name, exc.strerror or str(exc)) from None
+        return _unreadable(name, exc.strerror or str(exc))
     if stat.S_ISDIR(info.st_mode):
-        return
+        return None
     if not stat.S_ISREG(info.st_mode):
-        raise _unreadable(name, "not a regular file (FIFO, device or socket)")
+        return _unreadable(name, "not a regular file (FIFO, device or socket)")
     if info.st_size > MAX_BYTES:
-        raise _unreadable(name, f"file is larger than {MAX_BYTES} bytes")
+        return _unreadable(name, f"file is larger than {MAX_BYTES} bytes")
     try:
         with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+            fh.read(1)
     except OSError as exc:
-        raise _unreadable(name, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        decode_source(raw, name)
-    except InputError as exc:
-        raise InputError(
-            exc.message, title="Unreadable input", diagnostics=exc.diagnostics
-        ) from None
+        return _unreadable(name, f"cannot read: {exc.strerror or exc}")
+    return None
+
+
+def _unreadable(name: str, reason: str) -> Diagnostic:
+    return Diagnostic(f"cannot lint: {reason}", Location(name), code="io")
 
 
 def policy_dir_problems(config: HarnessConfig) -> list[Diagnostic]:
@@ -106,27 +97,32 @@ def policy_dir_problems(config: HarnessConfig) -> list[Diagnostic]:
 
 def lint_sources(
     paths: Sequence[str], config: HarnessConfig
-) -> tuple[tuple[Path, SourceKind], ...]:
-    """Explicit PATHs as given (file or directory), else what the evaluator loads."""
+) -> tuple[tuple[tuple[Path, SourceKind], ...], tuple[Diagnostic, ...]]:
+    """Explicit PATHs as given (file or directory), else what the evaluator loads.
+
+    The second item holds one located error per PATH that cannot be read at
+    all: lint reports it as a result beside the others and lints the rest, so
+    a policy repo's CI still gets its SARIF (issue 13).
+    """
     if paths:
         out: list[tuple[Path, SourceKind]] = []
+        problems: list[Diagnostic] = []
         for p in paths:
             path = Path(p).expanduser()
-            if not path.exists():
-                raise InputError(
-                    f"{p}: no such file or directory",
-                    title="Unreadable input",
-                    diagnostics=[Diagnostic("no such file or directory", Location(p), code="io")],
-                )
-            check_named_file(path, p)
-            out.append((path, "file"))
-        return tuple(out)
-    return tuple(default_sources(config.policy_rule_dirs(existing=True)))
+            problem = named_file_problem(path, p)
+            if problem is not None:
+                problems.append(problem)
+            else:
+                out.append((path, "file"))
+        return tuple(out), tuple(problems)
+    return tuple(default_sources(config.policy_rule_dirs(existing=True))), ()
 
 
 def run_lint(paths: Sequence[str], config: HarnessConfig) -> LintReport:
-    sources = lint_sources(paths, config)
+    sources, unreadable = lint_sources(paths, config)
     result = load_rules(sources, config.rules)
+    if unreadable:
+        result = replace(result, errors=(*unreadable, *result.errors))
     extra = [] if paths else policy_dir_problems(config)
     for path, _kind in sources:
         if path.is_dir() and not any(
@@ -149,8 +145,11 @@ def _source_text(file: str | None, cache: dict[str, str | None]) -> str | None:
     if not file:
         return None
     if file not in cache:
-        try:
-            cache[file] = Path(file).read_text(encoding="utf-8", errors="replace")
+        try:  # never open a FIFO or device: it could block forever
+            path = Path(file)
+            cache[file] = (
+                path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+            )
         except OSError:
             cache[file] = None
     return cache[file]
@@ -160,7 +159,8 @@ def format_text(report: LintReport) -> str:
     cache: dict[str, str | None] = {}
     lines = []
     for d in (*report.result.errors, *report.result.warnings):
-        lines.append(d.render(_source_text(d.location.file, cache)))
+        source = _source_text(d.location.file, cache) if d.location.line else None
+        lines.append(d.render(source))
     res = report.result
     lines.append(
         f"{len(res.rules)} rule(s) loaded, {len(res.errors)} error(s), "

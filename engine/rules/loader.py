@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.config import RulesConfig
 from engine.durations import DurationError, parse_duration_ms
-from engine.errors import Diagnostic, HarnessError, Location
+from engine.errors import Diagnostic, HarnessError, Location, traceback_id
 from engine.rules.celast import AstDecodeError, canonical, decode_checked, type_guard, unparse
 from engine.rules.celenv import CelEnvironment, default_environment
 from engine.rules.checks import check_ast
@@ -432,7 +432,11 @@ def load_rules(
             except HarnessError as exc:
                 errors.extend(exc.diagnostics or (Diagnostic(exc.message, Location(str(path))),))
                 continue
-            res = compile_rule_file(text, str(path), kind, config, env)
+            try:
+                res = compile_rule_file(text, str(path), kind, config, env)
+            except Exception as exc:  # a bug: reported with an id, and it stops this file only
+                errors.append(_internal_error(path, exc))
+                continue
             errors.extend(res.errors)
             warnings.extend(res.warnings)
             for cr in res.rules:
@@ -450,6 +454,22 @@ def load_rules(
                 in_source[cr.rule.name] = str(path)
                 by_name[cr.rule.name] = cr
     return LoadResult(tuple(by_name.values()), tuple(errors), tuple(warnings))
+
+
+def _internal_error(path: Path, exc: Exception) -> Diagnostic:
+    """A file whose loading hit a bug: located, with the traceback id, never silent.
+
+    Seed 004's first promise is that a bad rule disables itself and nothing
+    else; that must hold even for a failure nobody foresaw, so the loader
+    keeps going and the error is reported like any other load error.
+    """
+    return Diagnostic(
+        f"internal error while loading this file ({type(exc).__name__}, id {traceback_id(exc)}); "
+        "its rules are not loaded",
+        Location(str(path)),
+        code="internal",
+        hint="a bug in harness-console: please report it with the id",
+    )
 
 
 def starter_dir() -> Path:

@@ -344,9 +344,11 @@ class RulePlan:
 def plan_rule(rule: Any) -> RulePlan:
     """Analyse ``rule`` (a :class:`engine.rules.model.Rule`); never raises for odd input."""
     specs = tuple(getattr(rule, "primitives", ()))
+    from engine.rules.celast import AstDecodeError
+
     try:
         root = _parse(str(rule.when))
-    except Exception:
+    except (RuntimeError, AstDecodeError):  # the binding's parse error; any other is a bug
         root = None
     guards: dict[str, frozenset[str]] = {}
     sites: list[Shape] = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,13 @@ def crosses_symlink(spec_dir: Path, raw: str) -> bool:
     current = spec_dir
     for part in Path(raw).parts:
         current = Path(os.path.normpath(current / part))
-        if part not in ("..", ".") and current.is_symlink():
-            return True
+        if part in ("..", "."):
+            continue
+        try:
+            if current.is_symlink():
+                return True
+        except OSError:  # name too long and the like: no symlink here; the read says why
+            return False
     return False
 
 
@@ -190,30 +196,52 @@ def import_graph(imports: dict[str, Any]) -> dict[str, list[str]]:
 
 def load_order(graph: dict[str, list[str]]) -> tuple[list[str], list[list[str]]]:
     """Dependency-first order (keys visited in sorted order) and every cycle met."""
+    return depth_first(sorted(graph), lambda node: [c for c in graph[node] if c in graph])
+
+
+def depth_first(
+    roots: Iterable[str], children: Callable[[str], list[str]]
+) -> tuple[list[str], list[list[str]]]:
+    """Post-order of a depth-first walk from ``roots`` in turn, and each cycle the first time met.
+
+    Iterative (an explicit stack), so a chain of thousands of imports is an
+    order, not a RecursionError. A cycle is reported as the path from its
+    first node back to itself.
+    """
     order: list[str] = []
     cycles: list[list[str]] = []
     seen_cycles: set[frozenset[str]] = set()
     visiting: list[str] = []
+    on_path: set[str] = set()
     done: set[str] = set()
-
-    def visit(node: str) -> None:
-        if node in done or node not in graph:
-            return
-        if node in visiting:
-            cycle = [*visiting[visiting.index(node) :], node]
-            if frozenset(cycle) not in seen_cycles:
-                seen_cycles.add(frozenset(cycle))
-                cycles.append(cycle)
-            return
-        visiting.append(node)
-        for child in graph[node]:
-            visit(child)
-        visiting.pop()
-        done.add(node)
-        order.append(node)
-
-    for node in sorted(graph):
-        visit(node)
+    for root in roots:
+        if root in done:
+            continue
+        visiting.append(root)
+        on_path.add(root)
+        stack: list[tuple[str, list[str], int]] = [(root, children(root), 0)]
+        while stack:
+            node, kids, i = stack[-1]
+            if i == len(kids):
+                stack.pop()
+                visiting.pop()
+                on_path.discard(node)
+                done.add(node)
+                order.append(node)
+                continue
+            stack[-1] = (node, kids, i + 1)
+            child = kids[i]
+            if child in done:
+                continue
+            if child in on_path:
+                cycle = [*visiting[visiting.index(child) :], child]
+                if frozenset(cycle) not in seen_cycles:
+                    seen_cycles.add(frozenset(cycle))
+                    cycles.append(cycle)
+                continue
+            visiting.append(child)
+            on_path.add(child)
+            stack.append((child, children(child), 0))
     return order, cycles
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import Diagnostic, InputError, Location
+from engine.errors import Diagnostic, InputError, InvalidSource, Location
 from engine.yamlsrc import MAX_BYTES, LocDict, decode_source, parse_yaml
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ class SpecReport:
     diagnostics: tuple[Diagnostic, ...]
     structural_ok: bool
     files_ok: bool
-    #: True when the file could not be read or parsed as YAML at all (exit code 2).
+    #: True when the file could not be read at all (exit code 2); a file that was read
+    #: but does not parse has ``data`` None and is an invalid spec (exit code 1).
     unreadable: bool = False
 
     @property
@@ -94,11 +95,11 @@ def check_spec(path: str | Path, *, resolve_files: bool = True) -> SpecReport:
         text = read_spec_text(spec_path)
         doc = parse_yaml(text, name)
     except InputError as exc:
+        # Read but not parseable (InvalidSource) is an invalid spec, exit 1, as in the
+        # reference; only a file that cannot be read at all is "unreadable" (exit 2).
         diags = exc.diagnostics or (Diagnostic(exc.message, Location(name)),)
-        return SpecReport(spec_path, None, text, tuple(diags), False, False, unreadable=True)
-    except RecursionError:
-        diag = Diagnostic("nesting too deep to parse", Location(name), code="yaml")
-        return SpecReport(spec_path, None, text, (diag,), False, False, unreadable=True)
+        unreadable = not isinstance(exc, InvalidSource)
+        return SpecReport(spec_path, None, text, tuple(diags), False, False, unreadable=unreadable)
 
     from engine.skillspec.structure import check_structure
 

@@ -37,7 +37,7 @@ from engine.skillspec.schema import (
     Type,
     Untagged,
 )
-from engine.yamlsrc import LocDict, LocList
+from engine.yamlsrc import INT64_MIN, UINT64_MAX, LocDict, LocList
 
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL)$")
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
@@ -166,6 +166,7 @@ class StructureChecker:
                 return None
             return self.check(value, typ.inner, path, loc, strict, anchor)
         if isinstance(typ, AnyValue):
+            self.check_any(value, path, loc)
             return value
         if isinstance(typ, Str):
             if isinstance(value, str):
@@ -228,6 +229,36 @@ class StructureChecker:
         if isinstance(typ, Untagged):
             return self.check_untagged(value, typ, path, anchor or loc)
         return self.check_obj(value, typ, path, loc, strict, anchor or loc)
+
+    def check_any(self, value: Any, path: str, loc: Location) -> None:
+        """Free-form values are serde values, whose integers are 64-bit (i64 or u64).
+
+        The YAML reader keeps integers up to 128 bits (as serde_yaml does);
+        the reference then refuses the ones a free-form value cannot hold, so
+        this checker does too (issue 13, item 12). Iterative: no recursion.
+        """
+        stack: list[tuple[Any, str, Location]] = [(value, path, loc)]
+        while stack:
+            item, where, at = stack.pop()
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    child_at = item.where_value(key) if isinstance(item, LocDict) else at
+                    stack.append((child, f"{where}.{key}", child_at))
+            elif isinstance(item, list):
+                for i, child in enumerate(item):
+                    child_at = item.where(i) if isinstance(item, LocList) else at
+                    stack.append((child, f"{where}[{i}]", child_at))
+            elif (
+                isinstance(item, int)
+                and not isinstance(item, bool)
+                and not INT64_MIN <= item <= UINT64_MAX
+            ):
+                self.error(
+                    f"invalid value: integer `{item}` is out of range; free-form values hold "
+                    "64-bit integers",
+                    at,
+                    where,
+                )
 
     @staticmethod
     def _val_loc(mapping: dict[str, Any], key: str, default: Location) -> Location:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import Diagnostic, InputError, Location
+from engine.jsontext import escape_surrogates
 from engine.skillspec.decide import CompiledSpec, Decision
 from engine.skillspec.files import UnreadableFile, read_regular_file
 from engine.skillspec.schema import TRACE_EVENT_KINDS
@@ -88,7 +89,7 @@ def _new_run_dir(root: Path) -> tuple[str, Path]:
 
 def _atomic_write(path: Path, content: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(content, encoding="utf-8")
+    tmp.write_text(escape_surrogates(content), encoding="utf-8")  # an input may hold "\\ud800"
     os.replace(tmp, path)
 
 

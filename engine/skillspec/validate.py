@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.errors import Diagnostic, Location
+from engine.skillspec.imports import depth_first
 from engine.yamlsrc import LocDict, LocList
 
 SCHEMA = "skillspec/v0"
@@ -189,7 +190,11 @@ class Validator:
         for i, route in enumerate(_seq(self.data.get("routes"))):
             items.extend(self.one(route, "id", f"routes[{i}]"))
             plan = _obj(_obj(route).get("execution_plan"))
-            phase_ids = {p.get("id") for p in _seq(plan.get("phases")) if isinstance(p, dict)}
+            phase_ids = {
+                p["id"]
+                for p in _seq(plan.get("phases"))
+                if isinstance(p, dict) and isinstance(p.get("id"), str)
+            }
             for j, phase in enumerate(_seq(plan.get("phases"))):
                 base = f"routes[{i}].execution_plan.phases[{j}]"
                 # Not checked by the reference: reported as warnings so verdicts still agree.
@@ -288,7 +293,7 @@ class Validator:
         }
         for i, use in enumerate(_seq(obj.get("used_by"))):
             kind = _obj(use).get("kind")
-            if kind in kinds:
+            if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
                 self.known(
                     kinds[kind], f"{section}.used_by", self.one(use, "id", f"{base}.used_by[{i}]")
                 )
@@ -353,37 +358,22 @@ class Validator:
     def import_cycles(self) -> None:
         """Depth-first over imports in key order, as the reference walks them."""
         imports = _map(self.data.get("imports"))
-        visiting: list[str] = []
-        visited: set[str] = set()
-        reported: set[frozenset[str]] = set()
 
-        def visit(node: str) -> None:
-            if node in visited:
-                return
-            if node in visiting:
-                cycle = [*visiting[visiting.index(node) :], node]
-                key = frozenset(cycle)
-                if key not in reported:
-                    reported.add(key)
-                    start = cycle[0]
-                    self.errors.append(
-                        Diagnostic(
-                            f"unknown reference {q(node)} in imports.requires.imports.cycle",
-                            self.key_loc(imports, start, self.root),
-                            path=f"imports.{start}.requires.imports",
-                            code="import_cycle",
-                            hint="import cycle: " + " -> ".join(cycle),
-                        )
-                    )
-                return
-            visiting.append(node)
-            for child, _, _ in self.many(_obj(imports.get(node)).get("requires"), "imports", ""):
-                visit(child)
-            visiting.pop()
-            visited.add(node)
+        def children(node: str) -> list[str]:
+            found = self.many(_obj(imports.get(node)).get("requires"), "imports", "")
+            return [child for child, _, _ in found]
 
-        for node in sorted(imports):
-            visit(node)
+        for cycle in depth_first(sorted(imports), children)[1]:
+            start = cycle[0]
+            self.errors.append(
+                Diagnostic(
+                    f"unknown reference {q(cycle[-1])} in imports.requires.imports.cycle",
+                    self.key_loc(imports, start, self.root),
+                    path=f"imports.{start}.requires.imports",
+                    code="import_cycle",
+                    hint="import cycle: " + " -> ".join(cycle),
+                )
+            )
 
     def resources(self) -> None:
         referenced = self.resource_references()
@@ -454,7 +444,7 @@ class Validator:
         kinds = {"command": "commands", "code": "code", "recipe": "recipes"}
         for i, ref in enumerate(_seq(obj.get(key))):
             kind = _obj(ref).get("kind")
-            if kind in kinds:
+            if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
                 self.known(
                     self.ids[kinds[kind]],
                     f"artifacts.{key}",

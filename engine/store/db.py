@@ -74,7 +74,9 @@ def connect(
     checks that the file really is a migrated store, so a stray file says "not
     a store" instead of a later "no such table".
     """
+    global _last_opened
     target = expand_store_path(path)
+    _last_opened = target
     if target.is_dir():
         raise _error(target, "cannot open the store: it is a directory", "Bad store path")
     if readonly or not create:
@@ -114,6 +116,27 @@ def connect(
         if conn is not None:
             conn.close()
         raise _translate(target, exc, readonly=readonly) from None
+
+
+#: The store this process opened last. A fault that surfaces after the open (a
+#: page found corrupt mid-query, a read-only file at the first write) reaches
+#: the CLI's last line of defence with no path attached; this supplies it.
+_last_opened: Path | None = None
+
+
+def last_opened_store() -> Path | None:
+    """The path of the store :func:`connect` opened last in this process, if any."""
+    return _last_opened
+
+
+def store_fault(exc: sqlite3.DatabaseError, path: Path | None = None) -> InputError:
+    """A store error met after the open, as a message naming the store (exit 2)."""
+    target = path or _last_opened
+    if target is None:
+        text = str(exc)
+        title = "Store busy" if "locked" in text or "busy" in text else "Bad store"
+        return InputError(f"cannot use the store: {text}", title=title)
+    return _translate(target, exc, readonly=False)
 
 
 def _translate(target: Path, exc: sqlite3.DatabaseError, *, readonly: bool) -> InputError:

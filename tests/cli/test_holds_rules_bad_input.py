@@ -224,40 +224,41 @@ def test_rules_show_on_a_corrupt_store_has_no_fire_list(
     assert "cannot read the store" in err
 
 
-# --- 5. lint: unreadable named input is exit 2, rule errors stay exit 1 ---------------------
+# --- 5. lint: unreadable named input is one more error result (exit 1), the rest is linted ---
+# (issue 13, items 10 and 14: CI on a policy repo must still get its text, JSON or SARIF)
 
 
 @pytest.mark.parametrize(
     "content", [b"name: x\x00\x01\x02", b"name: caf\xe9\n"], ids=["binary", "latin1"]
 )
-def test_lint_of_an_undecodable_file_is_exit_2(
+def test_lint_of_an_undecodable_file_is_a_located_error(
     tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "r.yml"
     path.write_bytes(content)
-    rc, _, err = run(capsys, "rules", "lint", str(path))
-    assert rc == 2 and "r.yml" in err
+    rc, out, _ = run(capsys, "rules", "lint", str(path))
+    assert rc == 1 and f"{path}:1:" in out
 
 
-def test_lint_of_an_oversize_file_is_exit_2(
+def test_lint_of_an_oversize_file_is_an_error_result(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "big.yml"
     path.write_bytes(b"#" * (4 * 1024 * 1024 + 10))
-    rc, _, err = run(capsys, "rules", "lint", str(path))
-    assert rc == 2 and "larger than" in err
+    rc, out, _ = run(capsys, "rules", "lint", str(path))
+    assert rc == 1 and "larger than" in out
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
-def test_lint_of_a_fifo_or_device_is_exit_2_without_blocking(
+def test_lint_of_a_fifo_or_device_is_an_error_result_without_blocking(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fifo = tmp_path / "pipe.yml"
     os.mkfifo(fifo)
-    rc, _, err = run(capsys, "rules", "lint", str(fifo))
-    assert rc == 2 and "not a regular file" in err
-    rc, _, err = run(capsys, "rules", "lint", "/dev/null")
-    assert rc == 2 and "not a regular file" in err
+    rc, out, _ = run(capsys, "rules", "lint", str(fifo))
+    assert rc == 1 and "not a regular file" in out
+    rc, out, _ = run(capsys, "rules", "lint", "/dev/null")
+    assert rc == 1 and "not a regular file" in out
 
 
 def test_lint_of_a_missing_file_in_json_prints_json(
@@ -265,7 +266,8 @@ def test_lint_of_a_missing_file_in_json_prints_json(
 ) -> None:
     rc, out, _ = run(capsys, "rules", "lint", str(tmp_path / "nonexist.yml"), "--format", "json")
     data = json.loads(out)
-    assert rc == 2 and data["ok"] is False and "nonexist.yml" in data["error"]["message"]
+    assert rc == 1 and data["ok"] is False
+    assert data["errors"][0]["file"].endswith("nonexist.yml")
 
 
 def test_lint_keeps_exit_1_for_rule_errors(

@@ -60,10 +60,12 @@ def test_validate_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_validate_unreadable_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A file that reads but does not parse is an invalid spec, exit 1 like the reference
+    # (issue 13, item 14); exit 2 is kept for a file that cannot be read at all.
     path = write(tmp_path, "a: [\n")
-    assert main(["validate", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert f"cannot load {path}" in err
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:2:1" in out and f"invalid: {path}" in out
     assert main(["validate", str(tmp_path / "absent.yml"), "--json"]) == 2
     payload = json.loads(capsys.readouterr().out)
     assert payload["unreadable"] is True and "cannot read" in payload["errors"][0]["message"]

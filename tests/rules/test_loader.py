@@ -416,3 +416,44 @@ def test_an_empty_rules_list_is_an_error_not_silence() -> None:
     assert res.rules == ()
     assert [d.path for d in res.errors] == ["rules"]
     assert res.errors[0].location.line == 1
+
+
+# -- issue 13, item 8: a rule file that fails to load disables itself and nothing else -----
+
+
+def test_an_overflowing_cooldown_is_a_located_error_and_other_rules_load(
+    tmp_path: Path,
+) -> None:
+    src = tmp_path / "rules"
+    src.mkdir()
+    (src / "a_bad.yml").write_text(GOOD.replace("cooldown: 30m", "cooldown: " + "9" * 400 + "d"))
+    (src / "b_good.yml").write_text(GOOD.replace("restart_loop", "still_here"))
+    res = load_rules([(starter_dir(), "starter"), (src, "policy")], CFG)
+    names = {cr.rule.name for cr in res.rules}
+    assert "still_here" in names and "restart_loop" not in names
+    assert len(names) > 1  # the starter rules too
+    (err,) = res.errors
+    assert err.path == "cooldown" and err.location.file == str(src / "a_bad.yml")
+    assert err.location.line == 9 and "longer than" in err.message
+
+
+def test_a_bug_while_compiling_one_file_is_that_files_located_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine.rules.loader as loader
+
+    real = loader.compile_rule_file
+
+    def flaky(text: str, file: str, *args: object, **kwargs: object) -> object:
+        if file.endswith("boom.yml"):
+            raise ZeroDivisionError("a bug nobody foresaw")
+        return real(text, file, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader, "compile_rule_file", flaky)
+    (tmp_path / "boom.yml").write_text(GOOD)
+    (tmp_path / "fine.yml").write_text(GOOD.replace("restart_loop", "fine_rule"))
+    res = load_rules([(tmp_path, "policy")], CFG)
+    assert [cr.rule.name for cr in res.rules] == ["fine_rule"]
+    (err,) = res.errors
+    assert err.location.file == str(tmp_path / "boom.yml") and err.code == "internal"
+    assert "internal error" in err.message and "ZeroDivisionError" in err.message

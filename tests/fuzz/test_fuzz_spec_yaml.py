@@ -1,0 +1,136 @@
+"""Fuzz surface 3: spec YAML, through ``check_spec`` and ``skillspec validate --json``.
+
+Property: checking a spec never raises (every problem is a diagnostic naming
+the file), and ``skillspec validate`` exits 0, 1 (invalid spec, a file that
+does not parse included) or 2 (cannot read) with JSON that says the same.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from engine.cli.skillspec import main as skillspec
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.skillspec.load import check_spec
+from tests.fuzz._cli import assert_clean, run_cli
+from tests.fuzz.conftest import fuzz_settings
+from tests.fuzz.strategies import mutate_lines, yaml_scalars
+
+_DIR = Path(tempfile.mkdtemp(prefix="fuzz-spec-"))
+(_DIR / "guide.md").write_text("# Guide\n\n## Usage\ntext\n")
+(_DIR / "SKILL.md").write_text("# Skill\n")
+TEMPLATE = """\
+schema: skillspec/v0
+id: fuzz.spec
+title: Fuzz
+description: A spec the fuzzer edits one value at a time.
+metadata:
+  owner: me
+  count: 3
+routes:
+  - id: local
+    label: Local
+    rank: 10
+    execution_plan:
+      phases:
+        - id: p1
+          route: local
+          owner_skill: fuzz.spec
+rules:
+  - id: r1
+    when:
+      user_says_any: [agent, "007"]
+    prefer: local
+    allow:
+      max_files: 12
+    forbid: [force_push]
+imports:
+  guide:
+    path: guide.md
+    role: reference
+    section: Usage
+    used_by:
+      - kind: route
+        id: local
+resources:
+  src:
+    path: SKILL.md
+    role: source_material
+commands:
+  build:
+    template: make
+    requires:
+      resources: [src]
+code:
+  gen:
+    language: py
+    kind: transform
+    source: {inline: print(1)}
+    outputs: [out]
+artifacts:
+  out:
+    kind: json
+    schema: {type: object}
+    produced_by: [{kind: code, id: gen}]
+    consumed_by: [{kind: command, id: build}]
+tests:
+  - name: agent goes local
+    input: call the agent
+    expect:
+      route: local
+"""
+
+mutated = st.lists(st.tuples(st.integers(0, 200), yaml_scalars), min_size=1, max_size=4).map(
+    lambda edits: _apply(edits)
+)
+spec_bytes = st.one_of(
+    mutated.map(lambda t: t.encode("utf-8", "surrogatepass")),
+    st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    st.binary(max_size=200),
+    mutated.map(lambda t: b"\xef\xbb\xbf" + t.encode("utf-8", "surrogatepass")),
+)
+
+
+def _apply(edits: list[tuple[int, str]]) -> str:
+    text = TEMPLATE
+    for index, scalar in edits:
+        text = mutate_lines(text, index, scalar)
+    return text
+
+
+def test_the_template_itself_validates() -> None:
+    path = _DIR / "template.spec.yml"
+    path.write_text(TEMPLATE)
+    report = check_spec(path)
+    assert report.ok, [str(d) for d in report.errors]
+
+
+@fuzz_settings()
+@given(spec_bytes)
+def test_check_spec_never_raises_and_locates_every_error(raw: bytes) -> None:
+    path = _DIR / "skill.spec.yml"
+    path.write_bytes(raw)
+    report = check_spec(path)
+    assert report.ok or report.errors
+    assert all(d.location.file for d in report.errors)
+    assert not report.unreadable  # it was read; only a file that cannot be read is exit 2
+
+
+@fuzz_settings(through_store=True)
+@given(spec_bytes, st.sampled_from(["validate", "imports", "deps"]))
+def test_skillspec_validate_exits_with_a_verdict(raw: bytes, command: str) -> None:
+    path = _DIR / "cli.spec.yml"
+    path.write_bytes(raw)
+    argv = (
+        [command, str(path), "--json"]
+        if command == "validate"
+        else [command, "check", str(path), "--json"]
+    )
+    code, out, err = run_cli(skillspec, argv)
+    assert_clean(code, out, err)
+    assert code in (0, 1)
+    assert json.loads(out)["ok"] is (code == 0)
