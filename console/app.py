@@ -129,6 +129,8 @@ class HarnessConsole(App[int]):
         else:
             self.startup_error = None
 
+    _demo_mined = False
+
     def on_mount(self) -> None:
         if not self.context.cursor_blink:
             for widget in self.query("Input, TextArea"):
@@ -139,9 +141,14 @@ class HarnessConsole(App[int]):
             self.show_error(self.startup_error)
             return
         if self.context.evaluate:
-            self._restart_evaluator()
             if self.context.options.demo:
+                # the demo feed starts the evaluator once its history is written: the
+                # history writer holds the write lock batch after batch, and an
+                # evaluator waiting on it reached the live rows seconds late
                 self._demo_feed()
+            else:
+                self._restart_evaluator()
+            if self.context.options.demo:
                 self.notify(
                     f"demo: `{DEMO_ENFORCE}` is enforced in memory for this session only "
                     "(so a hold can be seen); no file is written",
@@ -227,7 +234,7 @@ class HarnessConsole(App[int]):
         store = self.context.store_path
         try:
             write_demo_history(store, self.context.clock())
-            self._demo_mine()
+            self.call_from_thread(self._restart_evaluator)
             feed_live(store, self._stop)
         except HarnessError as exc:
             self.post_message(ShowError(f"Demo feed stopped: {exc.title}", str(exc)))
@@ -341,6 +348,11 @@ class HarnessConsole(App[int]):
         self.action_show_pane(message.pane)
 
     def on_backlog(self, message: Backlog) -> None:
+        if self.context.options.demo and not self._demo_mined and message.cursor >= message.head:
+            # mine once the evaluator has caught up: mining is CPU-bound and, beside
+            # the evaluator, delayed the demo's first live fires by several seconds
+            self._demo_mined = True
+            self._demo_mine()
         if self.screen_stack:  # the panes live on the base screen, under any modal
             for pane in self.screen_stack[0].query(RulesPane):
                 pane.show_backlog(message.cursor, message.head)

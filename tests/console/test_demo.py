@@ -38,10 +38,12 @@ async def test_demo_shows_fires_shadow_and_hold_within_10s(tmp_path: Path) -> No
         seen: dict[str, float] = {}
         looks = 0
         while time.monotonic() - started < 10 and len(seen) < 3:
-            # the operator looks at each pane in turn (a hidden pane does not poll the store)
+            # the operator looks at each pane in turn (a hidden pane does not poll the
+            # store), as a person does: switching tabs ten times a second re-lays out the
+            # screen so often that it starves the demo's writer thread
             app.action_show_pane(("fires", "rules", "holds")[looks % 3])
             looks += 1
-            await pilot.pause(0.1)
+            await pilot.pause(0.4)
             if fires.window and first_live is None:
                 first_live = fires.window[-1].id
             if first_live is not None and fires.window and fires.window[-1].id > first_live:
