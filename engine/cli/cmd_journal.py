@@ -218,7 +218,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     import sqlite3
 
     from engine.errors import Diagnostic, InputError, Location
-    from engine.journal.lines import MAX_IMPORT_BYTES, check_import_file, iter_capped_lines
+    from engine.journal.lines import MAX_IMPORT_BYTES, iter_capped_lines, open_import_file
     from engine.journal.rows import RowError
     from engine.journal.writer import (
         FUTURE_SKEW_MS,
@@ -228,17 +228,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
 
     name = "<stdin>" if args.file == "-" else args.file
-    if args.file != "-":
-        check_import_file(args.file)
-    try:
-        stream = (
-            sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
-        )
-    except OSError as exc:
-        raise InputError(
-            f"{name}: cannot read: {exc.strerror}",
-            diagnostics=[Diagnostic(f"cannot read: {exc.strerror}", Location(name))],
-        ) from None
+    stream = sys.stdin if args.file == "-" else open_import_file(args.file)
     try:
         path, conn = _open(args)
     except BaseException:

@@ -10,13 +10,12 @@ operator's harness.toml can enforce it.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.capped import CappedReadError, read_capped
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, InputError, Location
 from engine.rules.loader import RULE_SUFFIXES, default_sources, load_rules
@@ -55,20 +54,17 @@ def check_named_file(path: Path, name: str) -> None:
     rule errors (exit 1) that lint exists to report.
     """
     try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise _unreadable(name, exc.strerror or str(exc)) from None
-    if stat.S_ISDIR(info.st_mode):
-        return
-    if not stat.S_ISREG(info.st_mode):
-        raise _unreadable(name, "not a regular file (FIFO, device or socket)")
-    if info.st_size > MAX_BYTES:
-        raise _unreadable(name, f"file is larger than {MAX_BYTES} bytes")
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise _unreadable(name, f"cannot read: {exc.strerror or exc}") from None
+        raw = read_capped(path, MAX_BYTES)
+    except CappedReadError as exc:
+        if exc.kind == "directory":
+            return
+        if exc.kind == "not_regular":
+            raise _unreadable(name, "not a regular file (FIFO, device or socket)") from None
+        if exc.kind == "too_large":
+            raise _unreadable(name, f"file is larger than {MAX_BYTES} bytes") from None
+        if exc.kind == "unreadable":
+            raise _unreadable(name, f"cannot read: {exc.reason}") from None
+        raise _unreadable(name, exc.reason) from None
     try:
         decode_source(raw, name)
     except InputError as exc:
