@@ -1,4 +1,6 @@
-"""``harness journal append | import | tail | stats | prune``.
+"""``harness journal``: write rows into the journal and read, count and prune it from the shell.
+
+Usage: ``harness journal append | import | tail | stats | prune``.
 
 ``append`` admits JSON lines from stdin *now* (the committer assigns ``seq``
 and ``at``). Admission is per row, as for a live writer: a bad line is refused
