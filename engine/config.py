@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.capped import CappedReadError, read_capped
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, InputError, Location
 
@@ -388,22 +388,15 @@ def _read_config_text(target: Path) -> str:
     Raises FileNotFoundError for a missing file (= defaults).
     """
     try:
-        info = target.stat()
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError) as exc:
-        raise _unreadable(target, getattr(exc, "strerror", None) or str(exc)) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise _unreadable(target, "not a regular file")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise _unreadable(target, f"file is larger than {MAX_CONFIG_BYTES} bytes")
-    try:
-        with open(target, "rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise _unreadable(target, exc.strerror or str(exc)) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise _unreadable(target, f"file is larger than {MAX_CONFIG_BYTES} bytes")
+        raw = read_capped(target, MAX_CONFIG_BYTES)
+    except CappedReadError as exc:
+        if exc.kind == "missing" and exc.os_error is not None:
+            raise exc.os_error from None
+        if exc.kind in ("directory", "not_regular"):
+            raise _unreadable(target, "not a regular file") from None
+        if exc.kind == "too_large":
+            raise _unreadable(target, f"file is larger than {MAX_CONFIG_BYTES} bytes") from None
+        raise _unreadable(target, exc.reason) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
@@ -252,6 +253,17 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+def _too_large(file: str, size: int | None) -> InputError:
+    size_text = f"{size} bytes" if size is not None else f"more than {MAX_BYTES} bytes"
+    return InputError(
+        f"{file}: file is {size_text}; the limit is {MAX_BYTES}",
+        title="File too large",
+        diagnostics=[
+            Diagnostic(f"file is larger than {MAX_BYTES} bytes", Location(file), code="size")
+        ],
+    )
+
+
 def decode_source(raw: bytes, file: str) -> str:
     """Bytes to text, refusing binary, non-UTF-8 and BOM-prefixed input with a location.
 
@@ -261,13 +273,7 @@ def decode_source(raw: bytes, file: str) -> str:
     here must pass there.
     """
     if len(raw) > MAX_BYTES:
-        raise InputError(
-            f"{file}: file is {len(raw)} bytes; the limit is {MAX_BYTES}",
-            title="File too large",
-            diagnostics=[
-                Diagnostic(f"file is larger than {MAX_BYTES} bytes", Location(file), code="size")
-            ],
-        )
+        raise _too_large(file, len(raw))
     if b"\x00" in raw[:8192]:
         raise InvalidSource(
             f"{file}: binary file (NUL byte)",
@@ -337,10 +343,11 @@ def load_yaml_file(path: str | Path, display: str | None = None) -> YamlDocument
     """Read and parse ``path``; every failure is an :class:`InputError`."""
     name = display or str(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+        raw = read_capped(path, MAX_BYTES)
+    except CappedReadError as exc:
+        if exc.kind == "too_large":
+            raise _too_large(name, exc.size) from None
+        reason = exc.reason
         raise InputError(
             f"{name}: cannot read: {reason}",
             title="Unreadable file",

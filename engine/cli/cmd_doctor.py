@@ -1,4 +1,4 @@
-"""``harness doctor``: config, store, lease, lag, drops, disabled rules, holds, retention.
+"""``harness doctor``: check config, store, lease, lag, drops, disabled rules, holds, retention.
 
 Exit 0 when nothing is an error (warnings included), 1 when a check failed
 (an invalid config, a corrupt or missing store), so it can gate a deploy.

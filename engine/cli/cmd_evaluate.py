@@ -1,4 +1,6 @@
-"""``harness evaluate [--follow] [--store PATH] [--json]``: the headless evaluator.
+"""``harness evaluate``: run the rules over committed rows headless, once or following new ones.
+
+Usage: ``harness evaluate [--follow] [--store PATH] [--json]``.
 
 Without ``--follow`` it evaluates every committed row after the cursor and
 exits (what a cron job or a test wants); with ``--follow`` it keeps going as

@@ -1,4 +1,6 @@
-"""``harness holds list | release HOLD_ID [--reason TEXT] | check HARNESS``.
+"""``harness holds``: list rule holds, release one, and tell a supervisor whether a harness may run.
+
+Usage: ``harness holds list | release HOLD_ID [--reason TEXT] | check HARNESS``.
 
 ``check`` is what a supervisor calls before admitting a run: exit 0 when the
 harness is free, 3 when a rule hold refuses it (skip reason ``rule_hold``),

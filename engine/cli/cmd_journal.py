@@ -1,4 +1,6 @@
-"""``harness journal append | import | tail | stats | prune``.
+"""``harness journal``: write rows into the journal and read, count and prune it from the shell.
+
+Usage: ``harness journal append | import | tail | stats | prune``.
 
 ``append`` admits JSON lines from stdin *now* (the committer assigns ``seq``
 and ``at``). Admission is per row, as for a live writer: a bad line is refused
@@ -224,7 +226,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     import sqlite3
 
     from engine.errors import Diagnostic, InputError, Location
-    from engine.journal.lines import MAX_IMPORT_BYTES, check_import_file, iter_capped_lines
+    from engine.journal.lines import MAX_IMPORT_BYTES, iter_capped_lines, open_import_file
     from engine.journal.rows import RowError
     from engine.journal.writer import (
         FUTURE_SKEW_MS,
@@ -234,17 +236,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
 
     name = "<stdin>" if args.file == "-" else args.file
-    if args.file != "-":
-        check_import_file(args.file)
-    try:
-        stream = (
-            sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
-        )
-    except OSError as exc:
-        raise InputError(
-            f"{name}: cannot read: {exc.strerror}",
-            diagnostics=[Diagnostic(f"cannot read: {exc.strerror}", Location(name))],
-        ) from None
+    stream = sys.stdin if args.file == "-" else open_import_file(args.file)
     try:
         path, conn = _open(args)
     except BaseException:

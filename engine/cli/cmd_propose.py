@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from engine.capped import CappedReadError, read_capped
 from engine.cli.common import EXIT_OK, print_json
 from engine.config import load_config, resolve_store
 from engine.errors import Diagnostic, InputError, Location
 from engine.store.txn import immediate
-from engine.yamlsrc import decode_source
+from engine.yamlsrc import MAX_BYTES, decode_source
 
 
 def _check_who(who: str) -> str:
@@ -42,11 +43,11 @@ def cmd_propose(args: argparse.Namespace) -> int:
     if days < 1:
         raise InputError(f"--days must be at least 1, got {days}")
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
+        raw = read_capped(path, MAX_BYTES)
+    except CappedReadError as exc:
         raise InputError(
-            f"{path}: cannot read: {exc.strerror or exc}",
-            diagnostics=[Diagnostic(f"cannot read: {exc.strerror or exc}", Location(str(path)))],
+            f"{path}: cannot read: {exc.reason}",
+            diagnostics=[Diagnostic(f"cannot read: {exc.reason}", Location(str(path)))],
         ) from None
     text = decode_source(raw, str(path))
     config = load_config()

@@ -1,4 +1,6 @@
-"""``harness rules list | show NAME | lint | backtest | explain | propose | mine``.
+"""``harness rules``: inspect rules (list, show, lint) and hand backtest, explain, propose, mine on.
+
+Usage: ``harness rules list | show NAME | lint | backtest | explain | propose | mine``.
 
 list, show and lint are static: they load rules with the evaluator's loader
 and, for list/show, read fires from the store *when it exists* — read-only,

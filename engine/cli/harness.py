@@ -1,4 +1,4 @@
-"""The ``harness`` command: journal, rules, holds, policy, doctor, console.
+"""Build the ``harness`` program: its command modules in help order, on the shared registry.
 
 Each command group lives in its own ``engine.cli.cmd_*`` module exposing
 ``register(subparsers)``; the program is those modules in help order, built

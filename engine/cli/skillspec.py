@@ -1,4 +1,4 @@
-"""The ``skillspec`` command, argument for argument with the reference CLI.
+"""Declare the ``skillspec`` program's arguments, argument for argument with the reference CLI.
 
 This module only declares arguments; the program is built by the registry
 ``harness`` shares (:mod:`engine.cli.registry`). Handlers live in

@@ -10,11 +10,11 @@ can be endless; use ``-`` to import from stdin, which is read as a stream).
 
 from __future__ import annotations
 
-import os
-import stat
+import io
 from collections.abc import Iterator
 from typing import TextIO
 
+from engine.capped import CappedReadError, open_capped
 from engine.errors import Diagnostic, InputError, Location
 
 #: Longest accepted JSON line (characters, without the newline): 64 KiB.
@@ -33,24 +33,29 @@ def _error(file: str, line: int, problem: str, field: str = "row", hint: str = "
     )
 
 
-def check_import_file(path: str) -> None:
-    """Refuse a path that is not a regular file, or is larger than :data:`MAX_IMPORT_BYTES`."""
+def open_import_file(path: str) -> TextIO:
+    """An import file opened as UTF-8 text: a regular file of at most :data:`MAX_IMPORT_BYTES`.
+
+    The file is streamed line by line, not read whole, so this opens it with
+    :func:`engine.capped.open_capped` rather than reading it.
+    """
     try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise _error(path, 0, f"cannot read: {exc.strerror or exc}", field="") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _error(
-            path, 0, "not a regular file (devices, FIFOs and directories can be endless)",
-            field="", hint="use '-' to import from stdin",
-        )  # fmt: skip
-    if st.st_size > MAX_IMPORT_BYTES:
-        raise _error(
-            path,
-            0,
-            f"file is {st.st_size:,} bytes, more than the {MAX_IMPORT_BYTES:,} limit",
-            field="",
-        )
+        raw = open_capped(path, MAX_IMPORT_BYTES)
+    except CappedReadError as exc:
+        if exc.kind in ("directory", "not_regular"):
+            raise _error(
+                path, 0, "not a regular file (devices, FIFOs and directories can be endless)",
+                field="", hint="use '-' to import from stdin",
+            ) from None  # fmt: skip
+        if exc.kind == "too_large" and exc.size is not None:
+            raise _error(
+                path,
+                0,
+                f"file is {exc.size:,} bytes, more than the {MAX_IMPORT_BYTES:,} limit",
+                field="",
+            ) from None
+        raise _error(path, 0, f"cannot read: {exc.reason}", field="") from None
+    return io.TextIOWrapper(raw, encoding="utf-8")
 
 
 def iter_capped_lines(

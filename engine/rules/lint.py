@@ -10,13 +10,12 @@ operator's harness.toml can enforce it.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.capped import CappedReadError, read_capped
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, Location
 from engine.rules.loader import RULE_SUFFIXES, default_sources, load_rules
@@ -47,20 +46,17 @@ def named_file_problem(path: Path, name: str) -> Diagnostic | None:
     left to the loader, which locates the problem like any other rule error.
     """
     try:
-        info = os.stat(path)
-    except OSError as exc:
-        return _unreadable(name, exc.strerror or str(exc))
-    if stat.S_ISDIR(info.st_mode):
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return _unreadable(name, "not a regular file (FIFO, device or socket)")
-    if info.st_size > MAX_BYTES:
-        return _unreadable(name, f"file is larger than {MAX_BYTES} bytes")
-    try:
-        with open(path, "rb") as fh:
-            fh.read(1)
-    except OSError as exc:
-        return _unreadable(name, f"cannot read: {exc.strerror or exc}")
+        read_capped(path, MAX_BYTES)
+    except CappedReadError as exc:
+        if exc.kind == "directory":
+            return None
+        if exc.kind == "not_regular":
+            return _unreadable(name, "not a regular file (FIFO, device or socket)")
+        if exc.kind == "too_large":
+            return _unreadable(name, f"file is larger than {MAX_BYTES} bytes")
+        if exc.kind == "unreadable":
+            return _unreadable(name, f"cannot read: {exc.reason}")
+        return _unreadable(name, exc.reason)
     return None
 
 

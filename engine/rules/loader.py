@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.capped import CappedReadError, read_capped
 from engine.config import RulesConfig
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, HarnessError, Location, traceback_id
@@ -413,19 +414,14 @@ def load_rules(
         in_source: dict[str, str] = {}
         for path in rule_files(source):
             try:
-                size = path.stat().st_size
-                if size > MAX_BYTES:
-                    errors.append(
-                        Diagnostic(
-                            f"file is {size} bytes; the limit is {MAX_BYTES}",
-                            Location(str(path)),
-                            code="size",
-                        )
-                    )
-                    continue
-                raw = path.read_bytes()
-            except OSError as exc:
-                errors.append(Diagnostic(f"cannot read: {exc}", Location(str(path)), code="io"))
+                raw = read_capped(path, MAX_BYTES)
+            except CappedReadError as exc:
+                if exc.kind == "too_large":
+                    size = f"{exc.size} bytes" if exc.size is not None else "over the limit"
+                    problem, code = f"file is {size}; the limit is {MAX_BYTES}", "size"
+                else:
+                    problem, code = f"cannot read: {exc.os_error or exc.reason}", "io"
+                errors.append(Diagnostic(problem, Location(str(path)), code=code))
                 continue
             try:
                 text = decode_source(raw, str(path))

@@ -11,10 +11,10 @@ field, with the location of the path value.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
+from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, Location
 from engine.yamlsrc import MAX_BYTES, LocDict
 
@@ -30,61 +30,26 @@ class UnreadableFile(Exception):
         self.reason = reason
 
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _refuse_mode(mode: int, size: int, cap: int) -> None:
-    if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise UnreadableFile(f"{kind}, not a regular file; only regular files are read")
-    if size > cap:
-        raise UnreadableFile(f"file is larger than {cap} bytes ({size} bytes)")
-
-
 def read_regular_file(path: str | Path, cap: int = MAX_BYTES) -> bytes:
     """At most ``cap`` bytes of a regular file, or :class:`UnreadableFile`.
 
-    Why: a path named in a spec is author data and may point anywhere. A
-    symlink to ``/dev/zero`` would be read until memory runs out, a FIFO would
-    block forever and a multi-gigabyte file would raise ``MemoryError``. So the
-    target (after following symlinks) must be a regular file no larger than
-    ``cap`` (``MAX_BYTES``, 4 MiB, like a spec itself). The mode is checked
-    with ``stat`` before opening (opening some devices has side effects), the
-    open is non-blocking so a path swapped for a FIFO meanwhile cannot hang,
-    ``fstat`` re-checks the opened file, and at most ``cap + 1`` bytes are read
-    in case it grew.
+    Why: a path named in a spec is author data and may point anywhere (a
+    symlink to ``/dev/zero``, a FIFO, a multi-gigabyte file), so the read is
+    :func:`engine.capped.read_capped`'s (``cap`` is ``MAX_BYTES``, 4 MiB, like
+    a spec itself); this only words its refusal as a short diagnostic phrase.
     """
     try:
-        st = os.stat(path)
-        _refuse_mode(st.st_mode, st.st_size, cap)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise UnreadableFile(exc.strerror or str(exc)) from None
-    try:
-        st = os.fstat(fd)
-        _refuse_mode(st.st_mode, st.st_size, cap)
-        chunks: list[bytes] = []
-        left = cap + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError as exc:
-        raise UnreadableFile(exc.strerror or str(exc)) from None
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
-    if len(raw) > cap:
-        raise UnreadableFile(f"file is larger than {cap} bytes")
-    return raw
+        return read_capped(path, cap)
+    except CappedReadError as exc:
+        if exc.kind in ("directory", "not_regular"):
+            raise UnreadableFile(
+                f"{exc.reason}, not a regular file; only regular files are read"
+            ) from None
+        if exc.kind == "too_large" and exc.size is not None:
+            raise UnreadableFile(f"file is larger than {cap} bytes ({exc.size} bytes)") from None
+        if exc.kind == "too_large":
+            raise UnreadableFile(f"file is larger than {cap} bytes") from None
+        raise UnreadableFile(exc.reason) from None
 
 
 def _where(mapping: Any, key: str, fallback: Location) -> Location:

@@ -14,9 +14,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from engine.cli.skillspec import main as skillspec
 
 from engine.cli.harness import main as harness
+from engine.cli.skillspec import main as skillspec
 from engine.store.db import connect
 from tests.journal._util import all_rows
 

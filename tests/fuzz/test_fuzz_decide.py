@@ -12,10 +12,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from engine.cli.skillspec import main as skillspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.cli.skillspec import main as skillspec
 from engine.jsontext import dumps
 from engine.skillspec.decide import compile_spec, decide, decision_json_line
 from engine.skillspec.load import check_spec

@@ -11,10 +11,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from engine.cli.skillspec import main as skillspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.cli.skillspec import main as skillspec
 from engine.skillspec.load import check_spec
 from tests.fuzz._cli import assert_clean, run_cli
 from tests.fuzz.conftest import fuzz_settings
