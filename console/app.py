@@ -42,9 +42,9 @@ from engine.views.live import (
     DEMO_ENFORCE,
     demo_config,
     feed_live,
-    mine_demo,
+    mine_demo_apart,
+    prepare_demo_store_apart,
     run_evaluator,
-    write_demo_history,
 )
 from engine.views.session import ConsoleOptions
 
@@ -128,8 +128,6 @@ class HarnessConsole(App[int]):
             self.startup_error: ConsoleError | None = ConsoleError.from_harness(exc)
         else:
             self.startup_error = None
-
-    _demo_mined = False
 
     def on_mount(self) -> None:
         if not self.context.cursor_blink:
@@ -230,21 +228,21 @@ class HarnessConsole(App[int]):
 
     @work(thread=True, group="demo")
     def _demo_feed(self) -> None:
-        """--demo: two simulated days of history, then one more day replayed live."""
-        store = self.context.store_path
+        """--demo: a simulated day of history (evaluated, then mined), then a live replay."""
+        store, policy_dir = self.context.store_path, self.context.options.policy_dir
         try:
-            write_demo_history(store, self.context.clock())
+            prepare_demo_store_apart(store, self.context.clock(), policy_dir)
             self.call_from_thread(self._restart_evaluator)
+            self._demo_mine()
             feed_live(store, self._stop)
         except HarnessError as exc:
             self.post_message(ShowError(f"Demo feed stopped: {exc.title}", str(exc)))
 
     @work(thread=True, group="demo-mine")
     def _demo_mine(self) -> None:
-        """--demo: one mining of the simulated history, beside the live feed."""
-        opts = self.context.options
+        """--demo: one mining of the simulated history (in a child process), beside the feed."""
         try:
-            found = mine_demo(self.context.store_path, self.context.current_config, opts.policy_dir)
+            found = mine_demo_apart(self.context.store_path, self.context.options.policy_dir)
         except HarnessError as exc:
             self.post_message(ShowError(f"Demo mining stopped: {exc.title}", str(exc)))
             return
@@ -348,11 +346,6 @@ class HarnessConsole(App[int]):
         self.action_show_pane(message.pane)
 
     def on_backlog(self, message: Backlog) -> None:
-        if self.context.options.demo and not self._demo_mined and message.cursor >= message.head:
-            # mine once the evaluator has caught up: mining is CPU-bound and, beside
-            # the evaluator, delayed the demo's first live fires by several seconds
-            self._demo_mined = True
-            self._demo_mine()
         if self.screen_stack:  # the panes live on the base screen, under any modal
             for pane in self.screen_stack[0].query(RulesPane):
                 pane.show_backlog(message.cursor, message.head)

@@ -33,10 +33,12 @@ register_full_schema()
 #: The rule the demo enforces in memory (never written to any harness.toml)
 #: so that a hold appears; the operator's real config is untouched.
 DEMO_ENFORCE = "restart_same_error"
-#: The replayed day: its index is 1 mod 3 (restart burst at 13:00) and even
-#: (verify failures, collisions), and the replay starts shortly before 13:00.
+#: The replayed day: its index is 1 mod 3 (restart burst from 13:03) and even
+#: (verify failures, collisions). The replay starts at 13:03, just before the
+#: burst's first restart, so its third (the hold) comes some 23 simulated
+#: minutes, about 3.5 s at the demo's speed, after the live feed starts.
 DEMO_DAY = 4
-DEMO_START_OFFSET_MS = 12 * HOUR_MS + 50 * MINUTE_MS
+DEMO_START_OFFSET_MS = 13 * HOUR_MS + 3 * MINUTE_MS
 DEMO_OVERRIDE = """\
 # Demo policy override of a starter rule: new content, so it runs in shadow.
 name: loop_guard_repeated
@@ -143,6 +145,75 @@ def write_demo_history(store: Path, now_ms: int, *, days: int = 2, seed: int = 7
     finally:
         conn.close()
     return int(getattr(result, "admitted", 0)) + int(getattr(result, "ticks", 0))
+
+
+def prepare_demo_store(store: Path, now_ms: int, policy_dir: Path | None) -> int:
+    """--demo's history (the last full day), written and evaluated to its end; rows written.
+
+    The console's embedded evaluator then starts at the history's end, so the
+    first live rows fire at once, and it restores its windows and lifecycle
+    from the store as after any restart (live equals backtest across restarts).
+    """
+    from engine.config import load_config
+    from engine.rules.lifecycle_run import open_live
+
+    rows = write_demo_history(store, now_ms, days=1)
+    config = demo_config(load_config())
+    conn = connect(store)
+    try:
+        evaluator, _hooks = open_live(conn, load_console_rules(config, policy_dir).rules, config)
+        evaluator.run_until_idle()
+    finally:
+        conn.close()
+    return rows
+
+
+_DEMO_CHILD = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from engine.config import load_config\n"
+    "from engine.views.store_schema import register_full_schema\n"
+    "from engine.views import live\n"
+    "register_full_schema()\n"
+    "store, policy = Path(sys.argv[2]), (Path(sys.argv[4]) if sys.argv[4] else None)\n"
+    "if sys.argv[1] == 'prepare':\n"
+    "    print(live.prepare_demo_store(store, int(sys.argv[3]), policy))\n"
+    "else:\n"
+    "    print(live.mine_demo(store, live.demo_config(load_config()), policy))\n"
+)
+
+
+def _demo_child(*args: str) -> int:
+    """Run one demo step in a child process; its printed count.
+
+    Simulating, evaluating and mining days of history is seconds of
+    pure-Python work: in a thread of the console it held the GIL against the
+    screen and the embedded evaluator, so tabs took a second to switch and the
+    first live fire came late. A child has its own interpreter (and this
+    machine a second core).
+    """
+    import subprocess
+    import sys
+
+    from engine.errors import InputError
+
+    done = subprocess.run(
+        [sys.executable, "-c", _DEMO_CHILD, *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise InputError(f"{args[1]}: the demo's {args[0]} step failed: {last}", title="Demo")
+    return int(done.stdout.split()[-1])
+
+
+def prepare_demo_store_apart(store: Path, now_ms: int, policy_dir: Path | None) -> int:
+    """:func:`prepare_demo_store` in a child process; rows written."""
+    return _demo_child("prepare", str(store), str(now_ms), str(policy_dir or ""))
+
+
+def mine_demo_apart(store: Path, policy_dir: Path | None) -> int:
+    """:func:`mine_demo` in a child process; proposals made."""
+    return _demo_child("mine", str(store), "0", str(policy_dir or ""))
 
 
 def replay_rows(

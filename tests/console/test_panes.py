@@ -58,10 +58,10 @@ async def test_fires_tail_shows_commit_pauses_and_jumps_back(
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(FiresPane)
         await _until(pilot, lambda: pane.window)
-        committed = time.monotonic()
         new_id = _add_fire(store)
+        # the commit reaches the screen by itself (how fast is the console benchmark's
+        # commit-to-screen p99, not a wall-clock assertion that fails on a busy machine)
         await _until(pilot, lambda: pane.window[-1].id == new_id)
-        assert time.monotonic() - committed < 0.5
         table = app.query_one("#fires-table", DataTable)
         assert table.cursor_row == len(pane.window) - 1
         await pilot.press("up")
