@@ -90,6 +90,9 @@ def test_console_opens_through_a_registered_entry_point(
         return [metadata.EntryPoint(name="console", value=value, group=select["group"])]
 
     monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
+    from engine.store.db import connect
+
+    connect(tmp_path / "j.db").close()  # the console refuses a store that does not exist
     assert harness.main(["console", "--store", str(tmp_path / "j.db")]) == 7
     assert seen["select"] == {"group": "harness_console.plugins", "name": "console"}
     assert _CALLS and _CALLS[-1].store_path == tmp_path / "j.db"
