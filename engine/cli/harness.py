@@ -12,52 +12,74 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import cache
 
-from engine.cli import (
-    cmd_console,
-    cmd_demo,
-    cmd_doctor,
-    cmd_evaluate,
-    cmd_holds,
-    cmd_hook,
-    cmd_journal,
-    cmd_metrics,
-    cmd_policy,
-    cmd_rules,
-    cmd_serve,
-)
 from engine.cli.common import ArgumentParser
 from engine.cli.registry import Program
-from engine.views.store_schema import register_full_schema
 
-#: The ``harness`` program: command modules in help order.
-PROGRAM = Program(
-    prog="harness",
-    description="Operate a fleet of agent harnesses: journal, rules, holds and the console.",
-    commands=(
-        cmd_console.register,
-        cmd_demo.register,
-        cmd_journal.register,
-        cmd_evaluate.register,
-        cmd_rules.register,
-        cmd_holds.register,
-        cmd_policy.register,
-        cmd_doctor.register,
-        cmd_metrics.register,
-        cmd_serve.register,
-        cmd_hook.register,
-    ),
-)
+DESCRIPTION = "Operate a fleet of agent harnesses: journal, rules, holds and the console."
+
+
+@cache
+def program() -> Program:
+    """The ``harness`` program: command modules in help order."""
+    from engine.cli import (
+        cmd_console,
+        cmd_demo,
+        cmd_doctor,
+        cmd_evaluate,
+        cmd_holds,
+        cmd_hook,
+        cmd_journal,
+        cmd_metrics,
+        cmd_policy,
+        cmd_rules,
+        cmd_serve,
+    )
+
+    return Program(
+        prog="harness",
+        description=DESCRIPTION,
+        commands=(
+            cmd_console.register,
+            cmd_demo.register,
+            cmd_journal.register,
+            cmd_evaluate.register,
+            cmd_rules.register,
+            cmd_holds.register,
+            cmd_policy.register,
+            cmd_doctor.register,
+            cmd_metrics.register,
+            cmd_serve.register,
+            cmd_hook.register,
+        ),
+    )
+
+
+def __getattr__(name: str) -> Program:
+    """``PROGRAM``, built on first use (module-level names stay cheap to import)."""
+    if name == "PROGRAM":
+        return program()
+    raise AttributeError(name)
 
 
 def build_parser() -> ArgumentParser:
-    return PROGRAM.build_parser()
+    return program().build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from engine.views.store_schema import register_full_schema
+
+    args = list(sys.argv[1:] if argv is None else argv)
     # Every harness command may open the store for the whole program's schema.
     register_full_schema()
-    return PROGRAM.main(argv)
+    if args[:1] == ["hook"]:
+        # A command hook runs once per tool call of an agent: build only its own
+        # parser, so it imports none of the other commands' modules.
+        from engine.cli import cmd_hook
+
+        return Program("harness", DESCRIPTION, (cmd_hook.register,)).main(args)
+    return program().main(args)
 
 
 if __name__ == "__main__":
