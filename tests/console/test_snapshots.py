@@ -70,7 +70,13 @@ def test_rules_pane(snap_compare: SnapCompare, make_app: AppFactory) -> None:
     app = make_app(initial="rules", live=False)
 
     async def ready(pilot: Pilot[Any]) -> None:
-        await _until(pilot, lambda: app.query_one(RulesPane).rows)
+        pane = app.query_one(RulesPane)
+        await _until(pilot, lambda: pane.rows)
+        # the table sizes its columns to the rows on a later refresh: wait for it, or the
+        # picture is sometimes taken with header-wide columns ("budg", "starte")
+        table = app.query_one("#rules-table", DataTable)
+        widest = max(len(r.name) for r in pane.rows)
+        await _until(pilot, lambda: table.ordered_columns[0].get_render_width(table) > widest)
 
     assert snap_compare(app, run_before=ready)
 
