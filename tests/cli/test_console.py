@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,9 @@ def test_demo_uses_a_temp_store_and_a_shadowed_override(monkeypatch: pytest.Monk
     assert "harness-demo-" in str(options.store_path)
     assert options.policy_dir is not None and any(options.policy_dir.glob("*.yml"))
     assert "restart_same_error" in options.config.rules.enforce
+    # run_console, which removes the demo's temporary store on exit, was replaced here
+    assert options.temp_dir is not None
+    shutil.rmtree(options.temp_dir)
 
 
 def test_console_command_does_not_import_textual_until_run() -> None:
