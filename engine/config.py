@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,19 +269,9 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     memory = raw.get("memory", {}) if isinstance(raw.get("memory"), dict) else {}
     rules_raw = memory.get("rules", {}) if isinstance(memory.get("rules"), dict) else {}
     actions_raw = rules_raw.get("actions", {})
-    shadow_ms = DEFAULT_SHADOW_PERIOD_MS
-    if isinstance(rules_raw.get("shadow_period"), str):
-        try:
-            shadow_ms = parse_duration_ms(rules_raw["shadow_period"])
-        except DurationError as exc:
-            bad("memory.rules.shadow_period", str(exc))
+    shadow_ms = _duration(rules_raw, "shadow_period", DEFAULT_SHADOW_PERIOD_MS, "memory.rules", bad)
     console_raw: dict[str, Any] = raw["console"] if isinstance(raw.get("console"), dict) else {}
-    stale_ms = DEFAULT_STALE_AFTER_MS
-    if isinstance(console_raw.get("stale_after"), str):
-        try:
-            stale_ms = parse_duration_ms(console_raw["stale_after"])
-        except DurationError as exc:
-            bad("console.stale_after", str(exc))
+    stale_ms = _duration(console_raw, "stale_after", DEFAULT_STALE_AFTER_MS, "console", bad)
     retention = store.get("retention_days", DEFAULT_RETENTION_DAYS)
     if isinstance(retention, int) and retention < 1:
         bad("store.retention_days", "must be at least 1")
@@ -332,6 +323,23 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     )
 
 
+def _duration(
+    table: dict[str, Any], key: str, default: int, section: str, bad: Callable[[str, str], None]
+) -> int:
+    """``table[key]`` as milliseconds, else ``default``; a bad duration goes to ``bad``.
+
+    The schema has already checked the type: only a string is parsed here.
+    """
+    value = table.get(key)
+    if not isinstance(value, str):
+        return default
+    try:
+        return parse_duration_ms(value)
+    except DurationError as exc:
+        bad(f"{section}.{key}", str(exc))
+        return default
+
+
 def _parse_serve(table: Any, bad: Any, check_path: Any) -> ServeConfig:
     """``[serve]`` values (types were checked by the schema); problems go to ``bad``."""
     if not isinstance(table, dict):
@@ -341,12 +349,7 @@ def _parse_serve(table: Any, bad: Any, check_path: Any) -> ServeConfig:
         host, sep, port = listen.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             bad("serve.listen", f"must be HOST:PORT with a port 1-65535, got {listen!r}")
-    window = DEFAULT_COLLISION_WINDOW_MS
-    if isinstance(table.get("collision_window"), str):
-        try:
-            window = parse_duration_ms(table["collision_window"])
-        except DurationError as exc:
-            bad("serve.collision_window", str(exc))
+    window = _duration(table, "collision_window", DEFAULT_COLLISION_WINDOW_MS, "serve", bad)
     loop_guard = table.get("loop_guard", DEFAULT_LOOP_GUARD)
     if isinstance(loop_guard, int) and not 0 <= loop_guard <= 1_000_000:
         bad("serve.loop_guard", "must be between 0 (off) and 1000000")
