@@ -259,6 +259,9 @@ class BacktestPane(Vertical):
     def on_backtest_pane_finished(self, message: Finished) -> None:
         self.running = False
         self.query_one("#backtest-editor", TextArea).read_only = False
+        # a finished run's bar is full (a short run may end before any progress
+        # message, leaving the bar without a total: it would animate forever)
+        self.query_one("#backtest-progress", ProgressBar).update(total=1, progress=1)
         text = self.query_one("#backtest-text", Static)
         table = self.query_one("#backtest-fires", DataTable)
         if message.run is None:

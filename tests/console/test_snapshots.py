@@ -127,7 +127,11 @@ def test_backtest_pane(snap_compare: SnapCompare, make_app: AppFactory) -> None:
         await _until(pilot, lambda: pane.candidate is not None)
         await pilot.press("ctrl+r")
         await _until(pilot, lambda: pane.last_run is not None, timeout=20)
-        await _until(pilot, lambda: app.query_one("#backtest-fires", DataTable).row_count)
+        table = app.query_one("#backtest-fires", DataTable)
+        await _until(pilot, lambda: table.row_count)
+        # the table sizes its columns to the rows on a later refresh (see the Rules snapshot)
+        at_width = len("03-01 20:26:37")
+        await _until(pilot, lambda: table.ordered_columns[2].get_render_width(table) >= at_width)
 
     assert snap_compare(app, run_before=ready)
 
