@@ -26,8 +26,11 @@ HOUR = 60 * MIN
 
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
+    return restart_journal(tmp_path / "bt.db")
+
+
+def restart_journal(path: Path) -> Path:
     """Restarts of h1 every 10 minutes for 10 hours, tool calls between, a tick a minute."""
-    path = tmp_path / "bt.db"
     conn = connect(path)
     rows = []
     for minute in range(600):

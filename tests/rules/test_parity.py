@@ -13,25 +13,13 @@ from engine.rules.backtest import resolve_range, run_backtest
 from engine.rules.evaluator import LiveEvaluator
 from engine.rules.parity import compare_live, fires_digest, stamp
 from engine.store.db import connect
-from tests.rules.test_backtest import _rule_file
-from tests.rules.test_evaluator import CAUSE, MIN, RESTART_RULE, T0, insert, make_rule, row
+from tests.rules.test_backtest import _rule_file, restart_journal
+from tests.rules.test_evaluator import RESTART_RULE, make_rule
 
 
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
-    """Restarts of h1 every 10 minutes for 10 hours, tool calls between, a tick a minute."""
-    path = tmp_path / "parity.db"
-    conn = connect(path)
-    rows = []
-    for minute in range(600):
-        at = T0 + minute * MIN
-        rows.append(row(at, "tick"))
-        if minute % 10 == 0:
-            rows.append(row(at + 1, "restart", cause_digest=CAUSE))
-        rows.append(row(at + 2, "tool_call", tool="bash"))
-    insert(conn, rows)
-    conn.close()
-    return path
+    return restart_journal(tmp_path / "parity.db")
 
 
 def _live_then_backtest(path: Path, **kw: object):  # type: ignore[no-untyped-def]
