@@ -10,6 +10,7 @@ written under ``snapshots/`` at the repository root.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path, PurePath
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from pytest_textual_snapshot import SVGImageExtension
 from syrupy.assertion import SnapshotAssertion
+from textual.pilot import Pilot
 
 from console.app import HarnessConsole
 from console.context import ConsoleContext
@@ -187,3 +189,15 @@ def snap_compare(snapshot: SnapshotAssertion) -> Callable[..., bool]:
         return bool(snap == svg)
 
     return compare
+
+
+async def until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    """Let the app run until ``predicate()`` holds, or fail after ``timeout`` seconds.
+
+    Console tests wait for a state instead of sleeping a fixed time: CI machines are loaded,
+    and a pause long enough here is too short there. The timeout only bounds a real hang.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await pilot.pause(0.05)

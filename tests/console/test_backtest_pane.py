@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -13,28 +12,21 @@ import engine.views.backtest as views_backtest
 from console.panes.backtest import BacktestPane
 from console.panes.explain import ExplainPane
 from console.panes.rules import RulesPane
-from tests.console.conftest import AppFactory
+from tests.console.conftest import AppFactory, until
 
 
 def _text(app: Any, selector: str) -> str:
     return str(app.query_one(selector, Static).render())
 
 
-async def _until(pilot: Any, predicate: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)
-
-
 async def _open(app: Any, pilot: Any, rule: str = "verify_same_failure") -> BacktestPane:
     rules = app.query_one(RulesPane)
-    await _until(pilot, lambda: rules.rows)
+    await until(pilot, lambda: rules.rows)
     index = [r.name for r in rules.rows].index(rule)
     app.query_one("#rules-table", DataTable).move_cursor(row=index)
     await pilot.press("b")
     pane: BacktestPane = app.query_one(BacktestPane)
-    await _until(pilot, lambda: pane.candidate is not None)
+    await until(pilot, lambda: pane.candidate is not None)
     return pane
 
 
@@ -58,12 +50,12 @@ async def test_ctrl_x_in_the_editor_cancels_and_never_cuts(
         before = editor.text
         editor.focus()
         await pilot.press("ctrl+r")
-        await _until(pilot, started.is_set)
+        await until(pilot, started.is_set)
         assert pane.running and app.focused is editor
         await pilot.press("ctrl+x")
         assert pane.cancel.is_set()
         assert editor.text == before
-        await _until(pilot, lambda: not pane.running)
+        await until(pilot, lambda: not pane.running)
         assert editor.text == before and not editor.read_only
         # with no run going, ctrl+x is the editor's cut again
         await pilot.press("ctrl+x")
@@ -87,7 +79,7 @@ async def test_cancel_from_the_range_input_too(
         app.query_one("#backtest-since").focus()
         await pilot.press("ctrl+x")
         assert pane.cancel.is_set()
-        await _until(pilot, lambda: pane.last_run is not None)
+        await until(pilot, lambda: pane.last_run is not None)
         assert "cancelled" in _text(app, "#backtest-text")
 
 
@@ -109,9 +101,9 @@ async def test_a_run_cancelled_during_the_baseline_shows_no_diff(
         pane = await _open(app, pilot)
         editor = app.query_one("#backtest-editor", TextArea)
         editor.load_text(editor.text.replace(">= 3", ">= 2"))
-        await _until(pilot, lambda: "will compare" in _text(app, "#backtest-lint"))
+        await until(pilot, lambda: "will compare" in _text(app, "#backtest-lint"))
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: pane.last_run is not None)
+        await until(pilot, lambda: pane.last_run is not None)
         text = _text(app, "#backtest-text")
         assert len(calls) == 2
         assert "cancelled" in text
@@ -127,9 +119,9 @@ async def test_gained_and_lost_rows_are_marked_and_enter_explains_one(
         pane = await _open(app, pilot)
         editor = app.query_one("#backtest-editor", TextArea)
         editor.load_text(editor.text.replace(">= 3", ">= 4"))  # stricter: loses fires
-        await _until(pilot, lambda: "will compare" in _text(app, "#backtest-lint"))
+        await until(pilot, lambda: "will compare" in _text(app, "#backtest-lint"))
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: pane.last_run is not None)
+        await until(pilot, lambda: pane.last_run is not None)
         run = pane.last_run
         assert run is not None and run.lost and not run.cancelled
         table = app.query_one("#backtest-fires", DataTable)
@@ -142,7 +134,7 @@ async def test_gained_and_lost_rows_are_marked_and_enter_explains_one(
         table.move_cursor(row=table.row_count - 1)
         await pilot.press("enter")
         explain = app.query_one(ExplainPane)
-        await _until(pilot, lambda: explain.explanation is not None)
+        await until(pilot, lambda: explain.explanation is not None)
         assert app.query_one("#panes", TabbedContent).active == "explain"
         assert explain.explanation is not None
         assert explain.explanation.rule == "verify_same_failure"
@@ -156,7 +148,7 @@ async def test_parity_stamp_says_live_equals_backtest(make_app: AppFactory) -> N
     async with app.run_test(size=(140, 40)) as pilot:
         pane = await _open(app, pilot)
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: pane.last_run is not None)
+        await until(pilot, lambda: pane.last_run is not None)
         run = pane.last_run
         assert run is not None and run.parity is not None and run.parity.equal
         text = _text(app, "#backtest-text")

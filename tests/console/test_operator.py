@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static, TabbedContent
 from textual.widgets.data_table import ColumnKey
 
@@ -19,18 +17,11 @@ from console.panes.fires import FiresPane
 from console.panes.fleet import FleetPane
 from console.panes.holds import HoldsPane
 from console.panes.rules import RulesPane
-from tests.console.conftest import AppFactory
+from tests.console.conftest import AppFactory, until
 
 
 def text(app: HarnessConsole, selector: str) -> str:
     return str(app.query_one(selector, Static).render())
-
-
-async def until(pilot: Pilot[Any], predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)
 
 
 def active(app: HarnessConsole) -> str:
@@ -52,8 +43,7 @@ async def test_decide_esc_frees_the_number_keys(make_app: AppFactory, spec_file:
         await pilot.press("3")
         assert active(app) == "rules" and box.value == "f3"
         await pilot.press("5", "i")
-        await pilot.pause(0.1)
-        assert app.focused is box
+        await until(pilot, lambda: app.focused is box)
 
 
 async def test_question_mark_lists_every_key_of_every_pane(make_app: AppFactory) -> None:
@@ -62,9 +52,9 @@ async def test_question_mark_lists_every_key_of_every_pane(make_app: AppFactory)
 
     app = make_app(initial="fleet")
     async with app.run_test(size=(160, 45)) as pilot:
-        await pilot.pause(0.2)
-        footer_keys = {k.key for k in app.screen.query(FooterKey)}
-        assert {"1", "8"} <= footer_keys
+        # The footer composes its keys after the first refresh; on a loaded machine that can
+        # take longer than any fixed pause, so wait for them instead of sleeping.
+        await until(pilot, lambda: {"1", "8"} <= {k.key for k in app.screen.query(FooterKey)})
         await pilot.press("question_mark")
         assert isinstance(app.screen, KeysScreen)
         titles = [title for title, _rows in app.screen.sections]
@@ -86,8 +76,7 @@ async def test_esc_returns_from_explain_to_where_you_came_from(make_app: AppFact
         await pilot.press("enter")
         await until(pilot, lambda: active(app) == "explain")
         await pilot.press("escape")
-        await pilot.pause(0.1)
-        assert active(app) == "fires"
+        await until(pilot, lambda: active(app) == "fires")
 
 
 async def test_rules_source_panel_closes_with_esc(make_app: AppFactory) -> None:
@@ -98,12 +87,12 @@ async def test_rules_source_panel_closes_with_esc(make_app: AppFactory) -> None:
         await until(pilot, lambda: rules.rows)
         await pilot.press("enter")
         panel = app.query_one("#rules-source")
-        await pilot.pause(0.1)
-        assert panel.display and not panel.has_class("hidden")
+        await until(pilot, lambda: panel.display and panel.size.width > 0)
+        assert not panel.has_class("hidden")
         assert panel.size.width >= 60
         await pilot.press("escape")
-        await pilot.pause(0.05)
-        assert panel.has_class("hidden") and active(app) == "rules"
+        await until(pilot, lambda: panel.has_class("hidden"))
+        assert active(app) == "rules"
 
 
 async def test_fires_filter_substring_esc_clears_and_fleet_filter_shown(
@@ -153,15 +142,13 @@ async def test_explain_reads_like_a_story(make_app: AppFactory, store: Path) -> 
         assert f"created hold #{hold.id} on {hold.harness}" in "\n".join(actions.lines)
         for _ in explain.explanation.steps:
             await pilot.press("right")
-        await pilot.pause(0.2)
         scroll = app.query_one("#explain-steps")
         current = app.query_one("#explain-current")
-        assert scroll.max_scroll_y > 0 and scroll.scroll_y > 0
+        await until(pilot, lambda: scroll.max_scroll_y > 0 and scroll.scroll_y > 0)
         assert current.region.y >= scroll.region.y
         assert "created hold" in text(app, "#explain-current")
         await pilot.press("escape")
-        await pilot.pause(0.1)
-        assert active(app) == "holds"
+        await until(pilot, lambda: active(app) == "holds")
 
 
 async def test_explain_in_demo_names_the_in_memory_enforce(store: Path, policy_dir: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from textual.widgets import DataTable, Input, Static, TabbedContent
@@ -19,19 +18,11 @@ from console.panes.rules import RulesPane
 from console.widgets.confirm import AskText, ConfirmDiff
 from engine.store.db import connect
 from engine.views.fires import FireFilter, fires_before
-from tests.console.conftest import AppFactory
+from tests.console.conftest import AppFactory, until
 
 
 def _text(app: object, selector: str) -> str:
     return str(app.query_one(selector, Static).render())  # type: ignore[attr-defined]
-
-
-async def _until(pilot: object, predicate: object, timeout: float = 5.0) -> None:
-    """Let the app run until ``predicate()`` holds (or fail after ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
 
 
 _COUNTER = iter(range(1, 1_000_000))
@@ -57,21 +48,21 @@ async def test_fires_tail_shows_commit_pauses_and_jumps_back(
     app = make_app(initial="fires")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(FiresPane)
-        await _until(pilot, lambda: pane.window)
+        await until(pilot, lambda: pane.window)
         new_id = _add_fire(store)
         # the commit reaches the screen by itself (how fast is the console benchmark's
         # commit-to-screen p99, not a wall-clock assertion that fails on a busy machine)
-        await _until(pilot, lambda: pane.window[-1].id == new_id)
+        await until(pilot, lambda: pane.window[-1].id == new_id)
         table = app.query_one("#fires-table", DataTable)
         assert table.cursor_row == len(pane.window) - 1
         await pilot.press("up")
-        await _until(pilot, lambda: not pane.following)
+        await until(pilot, lambda: not pane.following)
         second = _add_fire(store)
-        await _until(pilot, lambda: pane.new_count == 1)
+        await until(pilot, lambda: pane.new_count == 1)
         assert "1 new" in _text(app, "#fires-badge")
         assert pane.window[-1].id == new_id
         await pilot.press("end")
-        await _until(pilot, lambda: pane.following and pane.window[-1].id == second)
+        await until(pilot, lambda: pane.following and pane.window[-1].id == second)
         assert "new" not in _text(app, "#fires-badge")
 
 
@@ -79,19 +70,18 @@ async def test_fires_filter_and_bad_filter(make_app: AppFactory, store: Path) ->
     app = make_app(initial="fires")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(FiresPane)
-        await _until(pilot, lambda: pane.window)
+        await until(pilot, lambda: pane.window)
         await pilot.press("slash", *"level:hold", "enter")
-        await _until(pilot, lambda: pane.flt.level == "hold" and pane.window)
+        await until(pilot, lambda: pane.flt.level == "hold" and pane.window)
         conn = connect(store)
         want = [f.id for f in fires_before(conn, FireFilter(level="hold"), None, 100)]
-        await _until(pilot, lambda: [f.id for f in pane.window] == want)
+        await until(pilot, lambda: [f.id for f in pane.window] == want)
         await pilot.press("slash")
         box = app.query_one("#fires-filter", Input)
         box.value = ""
         await pilot.press(*"colour:red", "enter")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: any("colour" in n.message for n in app._notifications))
         assert pane.flt.level == "hold"  # the bad filter changed nothing
-        assert any("colour" in n.message for n in app._notifications)
 
 
 async def test_fires_window_stays_bounded_while_paging(make_app: AppFactory, store: Path) -> None:
@@ -107,12 +97,12 @@ async def test_fires_window_stays_bounded_while_paging(make_app: AppFactory, sto
     app = make_app(initial="fires")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(FiresPane)
-        await _until(pilot, lambda: len(pane.window) == WINDOW)
+        await until(pilot, lambda: len(pane.window) == WINDOW)
         newest_first = pane.window[0].id
         for _ in range(30):
             await pilot.press("pageup")
         await pilot.press("ctrl+home")
-        await _until(pilot, lambda: pane.window[0].id < newest_first)
+        await until(pilot, lambda: pane.window[0].id < newest_first)
         assert len(pane.window) <= WINDOW
         assert not pane.following and pane.has_newer
         ids = [f.id for f in pane.window]
@@ -123,11 +113,11 @@ async def test_enter_opens_explain_and_steps(make_app: AppFactory) -> None:
     app = make_app(initial="fires")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(FiresPane)
-        await _until(pilot, lambda: pane.window)
+        await until(pilot, lambda: pane.window)
         target = pane.window[-1]
         await pilot.press("enter")
         explain = app.query_one(ExplainPane)
-        await _until(pilot, lambda: explain.explanation is not None)
+        await until(pilot, lambda: explain.explanation is not None)
         assert app.query_one("#panes", TabbedContent).active == "explain"
         assert explain.explanation is not None and explain.explanation.fire_id == target.id
         assert "step 1 of" in _text(app, "#explain-title")
@@ -143,7 +133,7 @@ async def test_copy_fire_as_json(make_app: AppFactory) -> None:
     app = make_app(initial="fires")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(FiresPane)
-        await _until(pilot, lambda: pane.window)
+        await until(pilot, lambda: pane.window)
         await pilot.press("c")
         doc = json.loads(app.clipboard)
         assert doc["id"] == pane.window[-1].id
@@ -154,7 +144,7 @@ async def test_fleet_lists_harnesses_with_states(make_app: AppFactory) -> None:
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(FleetPane)
-        await _until(pilot, lambda: len(pane.rows) == 12)
+        await until(pilot, lambda: len(pane.rows) == 12)
         states = {r.harness: r.state for r in pane.rows}
         assert states["h05"] == "held"
         assert "12 harnesses" in _text(app, "#fleet-status")
@@ -162,7 +152,7 @@ async def test_fleet_lists_harnesses_with_states(make_app: AppFactory) -> None:
         table.move_cursor(row=4)
         await pilot.press("enter")
         fires = app.query_one(FiresPane)
-        await _until(pilot, lambda: fires.flt.harness == "h05")
+        await until(pilot, lambda: fires.flt.harness == "h05")
         assert app.query_one("#panes", TabbedContent).active == "fires"
 
 
@@ -170,7 +160,7 @@ async def test_rules_states_source_and_backtest_jump(make_app: AppFactory) -> No
     app = make_app(initial="rules")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(RulesPane)
-        await _until(pilot, lambda: pane.rows)
+        await until(pilot, lambda: pane.rows)
         by_name = {r.name: r for r in pane.rows}
         assert by_name["loop_guard_repeated"].state == "shadow"
         assert by_name["restart_same_error"].state == "enforced"
@@ -188,7 +178,7 @@ async def test_rules_states_source_and_backtest_jump(make_app: AppFactory) -> No
         app.query_one("#rules-table", DataTable).move_cursor(row=index)
         await pilot.press("b")
         backtest = app.query_one(BacktestPane)
-        await _until(pilot, lambda: backtest.rule_name == "restart_same_error")
+        await until(pilot, lambda: backtest.rule_name == "restart_same_error")
         assert app.query_one("#panes", TabbedContent).active == "backtest"
 
 
@@ -196,7 +186,7 @@ async def test_holds_release_requires_a_reason(make_app: AppFactory, store: Path
     app = make_app(initial="holds")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(HoldsPane)
-        await _until(pilot, lambda: pane.rows)
+        await until(pilot, lambda: pane.rows)
         hold = pane.rows[0]
         assert hold.active
         await pilot.press("x")
@@ -205,7 +195,7 @@ async def test_holds_release_requires_a_reason(make_app: AppFactory, store: Path
         assert isinstance(app.screen, AskText)  # empty reason refused
         assert "required" in str(app.screen.query_one("#ask-error", Static).render())
         await pilot.press(*"fixed the config", "enter")
-        await _until(pilot, lambda: pane.rows and not pane.rows[0].active)
+        await until(pilot, lambda: pane.rows and not pane.rows[0].active)
         row = (
             connect(store)
             .execute("SELECT released_by, release_reason FROM rule_holds WHERE id = ?", (hold.id,))
@@ -218,7 +208,7 @@ async def test_holds_release_cancel_keeps_hold(make_app: AppFactory, store: Path
     app = make_app(initial="holds")
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(HoldsPane)
-        await _until(pilot, lambda: pane.rows)
+        await until(pilot, lambda: pane.rows)
         await pilot.press("x", "escape")
         await pilot.pause(0.2)
         active = (
@@ -233,27 +223,27 @@ async def test_decide_as_you_type_and_save(make_app: AppFactory, spec_file: Path
     app = make_app(initial="decide", specs=(str(spec_file),))
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(DecidePane)
-        await _until(pilot, lambda: pane.spec is not None)
+        await until(pilot, lambda: pane.spec is not None)
         assert "1 passed, 0 failed" in _text(app, "#decide-tests-text")
         await pilot.press(*"fill the form")
-        await _until(pilot, lambda: pane.result is not None and pane.result.decision.route)
+        await until(pilot, lambda: pane.result is not None and pane.result.decision.route)
         decision = _text(app, "#decide-decision-text")
         assert "fill_pdf_form" in decision and "rule_prefer" in decision
         assert "guess_field_names" in decision
         rules = _text(app, "#decide-rules-text")
         assert "form_requests_fill" in rules and "fill the form" in rules
         await pilot.press("backspace", *"x")
-        await _until(pilot, lambda: pane.result is not None and not pane.result.decision.forbid)
+        await until(pilot, lambda: pane.result is not None and not pane.result.decision.forbid)
         await pilot.press("ctrl+s")
         assert isinstance(app.screen, AskText)
         await pilot.press("escape")
         assert "console saved" not in spec_file.read_text(encoding="utf-8")
         app.query_one("#decide-input", Input).value = "fill the form"
-        await _until(pilot, lambda: pane.result is not None and pane.result.decision.forbid)
+        await until(pilot, lambda: pane.result is not None and pane.result.decision.forbid)
         await pilot.press("ctrl+s", *"console saved", "enter")
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmDiff))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDiff))
         await pilot.press("y")
-        await _until(pilot, lambda: "2 passed" in _text(app, "#decide-tests-text"))
+        await until(pilot, lambda: "2 passed" in _text(app, "#decide-tests-text"))
         text = spec_file.read_text(encoding="utf-8")
         assert "# form requests go to the form route" in text
         assert '- name: "console saved"' in text
@@ -263,30 +253,30 @@ async def test_backtest_runs_and_compares_an_edit(make_app: AppFactory) -> None:
     app = make_app(initial="rules")
     async with app.run_test(size=(120, 36)) as pilot:
         rules = app.query_one(RulesPane)
-        await _until(pilot, lambda: rules.rows)
+        await until(pilot, lambda: rules.rows)
         index = [r.name for r in rules.rows].index("verify_same_failure")
         app.query_one("#rules-table", DataTable).move_cursor(row=index)
         await pilot.press("b")
         pane = app.query_one(BacktestPane)
-        await _until(pilot, lambda: pane.candidate is not None)
+        await until(pilot, lambda: pane.candidate is not None)
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: pane.last_run is not None, timeout=20)
+        await until(pilot, lambda: pane.last_run is not None, timeout=20)
         assert pane.last_run is not None
         base = pane.last_run
         assert base.baseline is None and base.result.fires
         assert app.query_one("#backtest-fires", DataTable).row_count == len(base.result.fires)
         editor = app.query_one("#backtest-editor")
         editor.load_text(editor.text.replace(">= 3", ">= 2"))  # type: ignore[attr-defined]
-        await _until(pilot, lambda: "will compare" in _text(app, "#backtest-lint"))
+        await until(pilot, lambda: "will compare" in _text(app, "#backtest-lint"))
         pane.last_run = None
         await pilot.press("ctrl+r")
-        await _until(pilot, lambda: pane.last_run is not None, timeout=20)
+        await until(pilot, lambda: pane.last_run is not None, timeout=20)
         edited = pane.last_run
         assert edited is not None and edited.baseline is not None
         assert len(edited.gained) >= 1
         assert "gained" in _text(app, "#backtest-text")
         editor.load_text("name: broken\non: run_event\nwhen: event.nope == 1\n")  # type: ignore[attr-defined]
-        await _until(pilot, lambda: pane.candidate is None)
+        await until(pilot, lambda: pane.candidate is None)
         assert ":" in _text(app, "#backtest-lint")
 
 
@@ -318,7 +308,7 @@ async def test_decide_file_picker_opens_a_spec(make_app: AppFactory, spec_file: 
         listed = [Path(p).name for p in tree.filter_paths(spec_file.parent.iterdir())]
         assert listed == ["skill.spec.yml"]
         app.screen.dismiss(spec_file)
-        await _until(pilot, lambda: pane.spec is not None)
+        await until(pilot, lambda: pane.spec is not None)
         assert pane.loaded_path == spec_file.resolve()
 
 

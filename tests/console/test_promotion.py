@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from engine.views.promotion import (
     simulate_enforced,
 )
 from engine.views.rules import load_console_rules
-from tests.console.conftest import END_MS, AppFactory
+from tests.console.conftest import END_MS, AppFactory, until
 
 TOML = '[memory.rules]\nenforce = ["loop_guard_repeated", "restart_same_error@0000"]\n'
 
@@ -86,13 +85,6 @@ def test_simulate_enforced_finds_the_hold_and_the_operator_release(
     assert notify.suppressed == sum(1 for f in notify.result.fires if f.status == "suppressed")
 
 
-async def _until(pilot: Any, predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)
-
-
 async def test_rules_e_opens_the_promotion_view_and_never_writes_the_config(
     make_app: AppFactory, tmp_path: Path
 ) -> None:
@@ -101,14 +93,14 @@ async def test_rules_e_opens_the_promotion_view_and_never_writes_the_config(
     app = make_app(initial="rules", live=False, config=load_config(path))
     async with app.run_test(size=(160, 45)) as pilot:
         rules = app.query_one(RulesPane)
-        await _until(pilot, lambda: rules.rows)
+        await until(pilot, lambda: rules.rows)
         index = [r.name for r in rules.rows].index("restart_same_error")
         app.query_one("#rules-table", DataTable).move_cursor(row=index)
         await pilot.press("e")
-        await _until(pilot, lambda: isinstance(app.screen, PromotionScreen))
+        await until(pilot, lambda: isinstance(app.screen, PromotionScreen))
         screen = app.screen
         assert isinstance(screen, PromotionScreen)
-        await _until(pilot, lambda: screen.report is not None)
+        await until(pilot, lambda: screen.report is not None)
         report = str(screen.query_one("#promotion-report", Static).render())
         assert "would have held: 1 time(s)" in report and "harnesses affected: h05" in report
         line = str(screen.query_one("#promotion-line", Static).render())
@@ -125,10 +117,11 @@ async def test_e_on_an_enforced_rule_says_so(make_app: AppFactory) -> None:
     app = make_app(initial="rules", live=False)  # the demo config enforces restart_same_error
     async with app.run_test(size=(120, 36)) as pilot:
         rules = app.query_one(RulesPane)
-        await _until(pilot, lambda: rules.rows)
+        await until(pilot, lambda: rules.rows)
         index = [r.name for r in rules.rows].index("restart_same_error")
         app.query_one("#rules-table", DataTable).move_cursor(row=index)
         await pilot.press("e")
-        await pilot.pause(0.2)
+        await until(
+            pilot, lambda: any("already enforced" in str(n.message) for n in app._notifications)
+        )
         assert not isinstance(app.screen, PromotionScreen)
-        assert any("already enforced" in str(n.message) for n in app._notifications)

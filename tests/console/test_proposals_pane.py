@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
-from typing import Any
 
 from textual.widgets import Static
 
@@ -15,7 +13,7 @@ from engine.config import HarnessConfig, PolicyRepo, RulesConfig
 from engine.policy.proposals import get_proposal, store_proposal
 from engine.store.db import connect
 from engine.views.live import demo_config
-from tests.console.conftest import AppFactory
+from tests.console.conftest import AppFactory, until
 
 RULE = """\
 name: restarts_again
@@ -48,13 +46,6 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-async def _until(pilot: Any, predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)
-
-
 async def test_proposals_rebacktest_and_prepare_branch(
     make_app: AppFactory, store: Path, tmp_path: Path
 ) -> None:
@@ -70,13 +61,13 @@ async def test_proposals_rebacktest_and_prepare_branch(
     app = make_app(initial="proposals", config=config)
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(ProposalsPane)
-        await _until(pilot, lambda: pane.rows)
+        await until(pilot, lambda: pane.rows)
         assert [p.id for p in pane.rows] == [pid]
         detail = str(app.query_one("#proposal-text", Static).render())
         assert "asked for stop; capped at notify" in detail
         assert "no backtest yet" in detail
         await pilot.press("b")
-        await _until(pilot, lambda: pane.rows and pane.rows[0].backtest is not None)
+        await until(pilot, lambda: pane.rows and pane.rows[0].backtest is not None)
         stored = get_proposal(connect(store), pid)
         assert stored is not None and stored.backtest is not None
         assert stored.backtest["on_recorded_history"] is True
@@ -84,7 +75,7 @@ async def test_proposals_rebacktest_and_prepare_branch(
         await pilot.press("p")
         assert isinstance(app.screen, AskText)
         await pilot.press("enter")
-        await _until(pilot, lambda: pane.rows and pane.rows[0].branch)
+        await until(pilot, lambda: pane.rows and pane.rows[0].branch)
         branch = pane.rows[0].branch
         assert branch is not None and branch.startswith("propose/restarts_again-")
         assert "level: notify" in git(repo, "show", f"{branch}:rules/restarts_again.yml")
@@ -97,9 +88,9 @@ async def test_prepare_without_policy_repo_says_so(make_app: AppFactory, store: 
     app = make_app(initial="proposals")
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(ProposalsPane)
-        await _until(pilot, lambda: pane.rows)
+        await until(pilot, lambda: pane.rows)
         await pilot.press("p")
-        await pilot.pause(0.2)
+        await until(pilot, lambda: app._notifications)
         assert not isinstance(app.screen, AskText)  # issue 11 item 12: no question to fail on
         messages = [n.message for n in app._notifications]
         assert any("no [policy_repo.*] is configured" in m for m in messages)

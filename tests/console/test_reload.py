@@ -7,7 +7,6 @@ the original), which a watch on the file alone would miss.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -15,20 +14,13 @@ from textual.widgets import Input, Static
 
 from console.panes.decide import DecidePane
 from console.panes.rules import RulesPane
-from tests.console.conftest import SPEC_TEXT, AppFactory
+from tests.console.conftest import SPEC_TEXT, AppFactory, until
 
 
 def _save_by_rename(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.swp-new")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
-
-
-async def _until(pilot: object, predicate: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
 
 
 def _error_text(app: object) -> str:
@@ -42,21 +34,21 @@ async def test_spec_valid_edit_broken_edit_fix(make_app: AppFactory, spec_file: 
     )
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(DecidePane)
-        await _until(pilot, lambda: pane.spec is not None)
+        await until(pilot, lambda: pane.spec is not None)
         app.query_one("#decide-input", Input).value = "fill the form"
-        await _until(pilot, lambda: pane.result is not None and pane.result.decision.forbid)
+        await until(pilot, lambda: pane.result is not None and pane.result.decision.forbid)
         await pilot.pause(0.3)  # let the watcher start
 
         valid = SPEC_TEXT.replace("forbid: [guess_field_names]", "forbid: [invent_values]")
         _save_by_rename(spec_file, valid)
-        await _until(
+        await until(
             pilot,
             lambda: pane.result is not None and pane.result.decision.forbid == ("invent_values",),
         )
 
         broken = valid.replace("    prefer: fill_pdf_form\n", "    prefer: [fill_pdf_form\n")
         _save_by_rename(spec_file, broken)
-        await _until(pilot, lambda: _error_text(app))
+        await until(pilot, lambda: _error_text(app))
         error = _error_text(app)
         assert f"{spec_file.name}:" in error and "keeping the last good version" in error
         line = next(i for i, ln in enumerate(broken.splitlines(), 1) if "prefer: [" in ln)
@@ -65,8 +57,8 @@ async def test_spec_valid_edit_broken_edit_fix(make_app: AppFactory, spec_file: 
         assert pane.result.decision.forbid == ("invent_values",)  # last good version
 
         _save_by_rename(spec_file, SPEC_TEXT)
-        await _until(pilot, lambda: not _error_text(app))
-        await _until(
+        await until(pilot, lambda: not _error_text(app))
+        await until(
             pilot,
             lambda: (
                 pane.result is not None and pane.result.decision.forbid == ("guess_field_names",)
@@ -91,13 +83,13 @@ async def test_rule_valid_edit_broken_edit_fix(make_app: AppFactory, policy_dir:
     app = make_app(initial="rules", watch_files=True, policy=policy_dir)
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(RulesPane)
-        await _until(pilot, lambda: any(r.name == "console_probe" for r in pane.rows))
+        await until(pilot, lambda: any(r.name == "console_probe" for r in pane.rows))
         first = next(r for r in pane.rows if r.name == "console_probe")
         assert first.state == "shadow"
         await pilot.pause(0.3)
 
         _save_by_rename(rule, RULE.replace("level: notify", "level: annotate"))
-        await _until(
+        await until(
             pilot,
             lambda: any(r.name == "console_probe" and r.level == "annotate" for r in pane.rows),
         )
@@ -106,14 +98,14 @@ async def test_rule_valid_edit_broken_edit_fix(make_app: AppFactory, policy_dir:
 
         _save_by_rename(rule, RULE.replace('event.type == "restart"', "event.nope =="))
         errors = app.query_one("#rules-errors", Static)
-        await _until(pilot, lambda: not errors.has_class("hidden"))
+        await until(pilot, lambda: not errors.has_class("hidden"))
         assert "console_probe.yml:4" in str(errors.render())
         kept = next(r for r in pane.rows if r.name == "console_probe")
         assert kept.level == "annotate"  # the last good version stays listed
 
         _save_by_rename(rule, RULE)
-        await _until(pilot, lambda: errors.has_class("hidden"))
-        await _until(
+        await until(pilot, lambda: errors.has_class("hidden"))
+        await until(
             pilot,
             lambda: any(r.name == "console_probe" and r.level == "notify" for r in pane.rows),
         )
@@ -138,9 +130,9 @@ async def test_config_broken_edit_keeps_last_good(
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(0.3)
         _save_by_rename(cfg, "[memory.rules]\nenforce = [\n")
-        await _until(pilot, lambda: app.config_error)
+        await until(pilot, lambda: app.config_error)
         assert "harness.toml:" in app.config_error
         assert app.context.current_config.rules.enforce == ()  # last good (initial) kept
         _save_by_rename(cfg, '[memory.rules]\nenforce = ["file_churn"]\n')
-        await _until(pilot, lambda: app.context.current_config.rules.enforce == ("file_churn",))
+        await until(pilot, lambda: app.context.current_config.rules.enforce == ("file_churn",))
         assert app.config_error == ""

@@ -7,7 +7,6 @@ change, review and refresh them with ``pytest tests/console/test_snapshots.py
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,14 @@ from console.panes.fires import FiresPane
 from console.panes.fleet import FleetPane
 from console.panes.holds import HoldsPane
 from console.panes.rules import RulesPane
-from tests.console.conftest import AppFactory
+from tests.console.conftest import AppFactory, until
 
 SnapCompare = Callable[..., bool]
 
 
-async def _until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)
+async def _until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 30) -> None:
+    """Wait for the state, then one more refresh so the picture shows it."""
+    await until(pilot, predicate, timeout)
     await pilot.pause(0.1)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from engine.views.timeline import (
     format_bucket,
     zoom_span,
 )
-from tests.console.conftest import END_MS, AppFactory
+from tests.console.conftest import END_MS, AppFactory, until
 
 
 def _conn(store: Path) -> sqlite3.Connection:
@@ -95,25 +94,18 @@ def test_fire_filter_time_range(store: Path) -> None:
     assert not flt.empty and FireFilter(at_from=lo).timed
 
 
-async def _until(pilot: Any, predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await pilot.pause(0.05)
-
-
 async def test_timeline_zooms_and_enter_opens_fires_for_the_cell(make_app: AppFactory) -> None:
     app = make_app(initial="fleet", live=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("9")
         assert app.query_one("#panes", TabbedContent).active == "timeline"
         pane = app.query_one(TimelinePane)
-        await _until(pilot, lambda: pane.timeline is not None)
+        await until(pilot, lambda: pane.timeline is not None)
         assert pane.timeline is not None and pane.timeline.zoom == "24h"
         await pilot.press("minus")
-        await _until(pilot, lambda: pane.timeline is not None and pane.timeline.zoom == "7d")
+        await until(pilot, lambda: pane.timeline is not None and pane.timeline.zoom == "7d")
         await pilot.press("plus", "plus")
-        await _until(pilot, lambda: pane.timeline is not None and pane.timeline.zoom == "6h")
+        await until(pilot, lambda: pane.timeline is not None and pane.timeline.zoom == "6h")
         tl = pane.timeline
         assert tl is not None and "zoom 6h" in str(app.query_one("#timeline-status").render())
         (harness, bucket), cell = next(
@@ -125,11 +117,12 @@ async def test_timeline_zooms_and_enter_opens_fires_for_the_cell(make_app: AppFa
         assert grid.cursor == (1, tl.buckets - 2)
         grid.cursor = (tl.harnesses.index(harness), bucket + 2)
         await pilot.press("left")
-        await pilot.pause(0.1)
-        assert "cursor h05" in str(app.query_one("#timeline-status", Static).render())
+        await until(
+            pilot, lambda: "cursor h05" in str(app.query_one("#timeline-status", Static).render())
+        )
         await pilot.press("enter")
         fires = app.query_one(FiresPane)
-        await _until(pilot, lambda: fires.loaded and fires.flt.timed)
+        await until(pilot, lambda: fires.loaded and fires.flt.timed)
         assert app.query_one("#panes", TabbedContent).active == "fires"
         lo, hi = tl.bucket_range(bucket)
         assert (fires.flt.harness, fires.flt.at_from, fires.flt.at_to) == ("h05", lo, hi)
@@ -142,11 +135,11 @@ async def test_timeline_pans_back_and_returns_to_now(make_app: AppFactory) -> No
     app = make_app(initial="timeline", live=False)
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(TimelinePane)
-        await _until(pilot, lambda: pane.timeline is not None)
+        await until(pilot, lambda: pane.timeline is not None)
         assert pane.timeline is not None
         right = pane.timeline.end_ms
         await pilot.press("left_square_bracket")
-        await _until(pilot, lambda: pane.timeline is not None and pane.timeline.end_ms < right)
+        await until(pilot, lambda: pane.timeline is not None and pane.timeline.end_ms < right)
         assert "panned back" in str(app.query_one("#timeline-status").render())
         await pilot.press("n")
-        await _until(pilot, lambda: pane.timeline is not None and pane.timeline.end_ms == right)
+        await until(pilot, lambda: pane.timeline is not None and pane.timeline.end_ms == right)
