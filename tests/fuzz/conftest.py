@@ -13,7 +13,11 @@ Under the slow profile every fuzz test carries the ``slow`` marker, so
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -58,3 +62,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.slow)
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A temporary folder for one fuzz module, removed when the test process exits.
+
+    The fuzz modules build their fixture files at import (Hypothesis reruns a test body
+    thousands of times, so per-example tmp_path folders would dominate), and a bare
+    mkdtemp left four folders in /tmp for every suite run.
+    """
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

@@ -9,8 +9,6 @@ prints no decisions at all.
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,10 +18,10 @@ from engine.jsontext import dumps
 from engine.skillspec.decide import compile_spec, decide, decision_json_line
 from engine.skillspec.load import check_spec
 from tests.fuzz._cli import assert_clean, run_cli
-from tests.fuzz.conftest import fuzz_settings
+from tests.fuzz.conftest import fuzz_settings, scratch_dir
 from tests.fuzz.strategies import json_line, json_values, raw_lines
 
-_DIR = Path(tempfile.mkdtemp(prefix="fuzz-decide-"))
+_DIR = scratch_dir("fuzz-decide-")
 SPEC = _DIR / "skill.spec.yml"
 SPEC.write_text(
     """\

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,10 @@ from engine.journal.rows import COLUMNS, RowError, row_from_mapping
 from engine.journal.writer import Committer, parse_json_row
 from engine.store.db import connect
 from tests.fuzz._cli import assert_clean, run_cli
-from tests.fuzz.conftest import fuzz_settings
+from tests.fuzz.conftest import fuzz_settings, scratch_dir
 from tests.fuzz.strategies import NEAR_STRINGS, json_line, json_values, raw_lines, scalars
 
-_DIR = Path(tempfile.mkdtemp(prefix="fuzz-rows-"))
+_DIR = scratch_dir("fuzz-rows-")
 _KEYS = st.one_of(st.sampled_from([c for c in COLUMNS if c != "seq"]), st.text(max_size=6))
 _TYPES = st.sampled_from(["tool_call", "run_finished", "file_edited", "fact_added", "tick", "x"])
 

@@ -8,8 +8,6 @@ with parseable JSON whatever the file holds, bytes included.
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,10 +16,10 @@ from engine.cli.harness import main as harness
 from engine.config import RulesConfig
 from engine.rules.loader import compile_rule_file, load_rules
 from tests.fuzz._cli import assert_clean, run_cli
-from tests.fuzz.conftest import fuzz_settings
+from tests.fuzz.conftest import fuzz_settings, scratch_dir
 from tests.fuzz.strategies import mutate_lines, yaml_scalars
 
-_DIR = Path(tempfile.mkdtemp(prefix="fuzz-rules-"))
+_DIR = scratch_dir("fuzz-rules-")
 CFG = RulesConfig(cost_limit=2_000)
 TEMPLATE = """\
 name: fuzz_rule

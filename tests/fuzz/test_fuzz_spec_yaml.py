@@ -8,8 +8,6 @@ does not parse included) or 2 (cannot read) with JSON that says the same.
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,10 +15,10 @@ from hypothesis import strategies as st
 from engine.cli.skillspec import main as skillspec
 from engine.skillspec.load import check_spec
 from tests.fuzz._cli import assert_clean, run_cli
-from tests.fuzz.conftest import fuzz_settings
+from tests.fuzz.conftest import fuzz_settings, scratch_dir
 from tests.fuzz.strategies import mutate_lines, yaml_scalars
 
-_DIR = Path(tempfile.mkdtemp(prefix="fuzz-spec-"))
+_DIR = scratch_dir("fuzz-spec-")
 (_DIR / "guide.md").write_text("# Guide\n\n## Usage\ntext\n")
 (_DIR / "SKILL.md").write_text("# Skill\n")
 TEMPLATE = """\
