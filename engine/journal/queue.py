@@ -6,9 +6,15 @@ So a writer calls :meth:`JournalWriter.offer`, which only appends to a bounded
 in-memory queue and returns at once: ``True`` if the row was queued, ``False``
 (and the drop counted) when the queue is full. Validation happens on the
 committer thread, not in ``offer``, to keep the writer's cost to a lock and an
-append. One committer thread drains the queue in batches (one transaction
-each) and, while the writer is running, wakes at least every
-``tick_poll_s`` so tick rows are admitted even when nothing else happens.
+append. A source that builds its rows already checked (serve's OTLP mapper
+runs every row through :func:`engine.journal.rows.check_values` to report
+refusals to its client) offers a whole request at once with
+:meth:`JournalWriter.offer_checked`: one lock for the batch, and no second
+check on the committer thread, whose time is shared with the offering
+threads under one interpreter lock. One committer thread drains the queue
+in batches (one transaction each) and, while the writer is running, wakes at
+least every ``tick_poll_s`` so tick rows are admitted even when nothing else
+happens.
 
 Counts: ``offered == queued + dropped`` exactly, and every queued row is
 either admitted or refused by the time :meth:`close` returns. Drops and
@@ -20,6 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +53,15 @@ class WriterStats:
     batches: int
 
 
+class _Checked:
+    """Rows queued by :meth:`JournalWriter.offer_checked`, in order: admitted without a re-check."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[InsertRow]) -> None:
+        self.rows = rows
+
+
 class JournalWriter:
     """A committer thread behind a bounded queue. Use as a context manager or start/close."""
 
@@ -67,7 +83,9 @@ class JournalWriter:
         self.clock = clock
         self.ticks = ticks
         self.tick_poll_s = tick_poll_s
+        #: Single offered rows and :class:`_Checked` runs, in admission order.
         self._queue: deque[object] = deque()
+        self._size = 0  # rows queued (a _Checked run counts its rows)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._closing = False
@@ -99,14 +117,40 @@ class JournalWriter:
         """Queue ``row`` for admission; never blocks on the store. False = dropped (counted)."""
         with self._lock:
             self.offered += 1
-            if len(self._queue) >= self.capacity or self._closing:
+            if self._size >= self.capacity or self._closing:
                 self.dropped += 1
                 self._dropped_unflushed += 1
                 return False
             self._queue.append(row)
-            if len(self._queue) == 1:
+            self._size += 1
+            if self._size == 1:
                 self._wake.notify()
             return True
+
+    def offer_checked(self, rows: Sequence[InsertRow]) -> int:
+        """Queue already-checked insert tuples as one run; return how many were queued.
+
+        Never blocks on the store. The rows keep their order; when the queue
+        cannot take them all, the first ones that fit are queued and the whole
+        remainder is dropped and counted, so a row is never split or half
+        taken. The caller guarantees each row passed
+        :func:`~engine.journal.rows.check_values` and is not a tick: the
+        committer admits them as they are.
+        """
+        n = len(rows)
+        with self._lock:
+            self.offered += n
+            take = 0 if self._closing else max(0, min(n, self.capacity - self._size))
+            if take:
+                self._queue.append(_Checked(list(rows[:take])))
+                if self._size == 0:
+                    self._wake.notify()
+                self._size += take
+            dropped = n - take
+            if dropped:
+                self.dropped += dropped
+                self._dropped_unflushed += dropped
+            return take
 
     def close(self, timeout: float | None = 30.0) -> WriterStats:
         """Stop taking rows, admit everything queued, flush counters, stop the thread."""
@@ -136,14 +180,31 @@ class JournalWriter:
         return self._error
 
     def _take(self) -> tuple[list[object], int, bool]:
-        """Wait for rows (or a tick deadline); return (rows, drops to flush, closing)."""
+        """Wait for rows (or a tick deadline); return (items, drops to flush, closing).
+
+        Items are single offered rows and :class:`_Checked` runs, at most
+        ``batch`` rows in all.
+        """
         with self._lock:
             if not self._queue and not self._closing:
                 self._wake.wait(self.tick_poll_s)
-            n = min(len(self._queue), self.batch)
-            rows = [self._queue.popleft() for _ in range(n)]
+            queue = self._queue
+            items: list[object] = []
+            n = 0
+            while queue and n < self.batch:
+                item = queue.popleft()
+                if type(item) is _Checked:
+                    room = self.batch - n
+                    if len(item.rows) > room:  # split the run at the batch size, keep order
+                        queue.appendleft(_Checked(item.rows[room:]))
+                        item = _Checked(item.rows[:room])
+                    n += len(item.rows)
+                else:
+                    n += 1
+                items.append(item)
+            self._size -= n
             drops, self._dropped_unflushed = self._dropped_unflushed, 0
-            return rows, drops, self._closing and not self._queue
+            return items, drops, self._closing and not self._queue
 
     def _run(self) -> None:
         conn = connect(self.store, check_same_thread=True)
@@ -151,16 +212,20 @@ class JournalWriter:
         last_minute = -1  # first pass: admit any ticks already due
         try:
             while True:
-                rows, drops, last = self._take()
+                items, drops, last = self._take()
                 minute = self.clock() // MINUTE_MS
-                if rows or drops or (self.ticks and minute != last_minute):
+                if items or drops or (self.ticks and minute != last_minute):
                     good: list[InsertRow] = []
                     refused = 0
-                    for k in range(0, len(rows), _CHECK_CHUNK):
-                        chunk_good, chunk_refused = committer.prepare(rows[k : k + _CHECK_CHUNK])
-                        good.extend(chunk_good)
-                        refused += len(chunk_refused)
-                        time.sleep(0)  # hand the GIL to offering threads now, not in 5 ms
+                    unchecked: list[object] = []
+                    for item in items:
+                        if type(item) is _Checked:
+                            refused += _check(committer, unchecked, good)
+                            unchecked = []
+                            good.extend(item.rows)
+                        else:
+                            unchecked.append(item)
+                    refused += _check(committer, unchecked, good)
                     result = committer.commit_checked(good, refused_count=refused, dropped=drops)
                     last_minute = minute
                     with self._lock:
@@ -179,3 +244,14 @@ class JournalWriter:
             self._error = exc
         finally:
             conn.close()
+
+
+def _check(committer: Committer, rows: list[object], good: list[InsertRow]) -> int:
+    """Check offered ``rows`` into ``good`` (in order); return how many were refused."""
+    refused = 0
+    for k in range(0, len(rows), _CHECK_CHUNK):
+        chunk_good, chunk_refused = committer.prepare(rows[k : k + _CHECK_CHUNK])
+        good.extend(chunk_good)
+        refused += len(chunk_refused)
+        time.sleep(0)  # hand the GIL to offering threads now, not in 5 ms
+    return refused

@@ -122,12 +122,10 @@ def build_app(
             metrics.totals["too_large"] += 1
             return _text(413, f"more than {MAX_RECORDS} log records in one request")
         result = otlp.map_request(message, deriver, _now_ms(), seen_names)
-        queued = dropped = 0
-        for row in result.rows:
-            if runtime.writer.offer(row):
-                queued += 1
-            else:
-                dropped += 1
+        # One offer for the request's rows (checked by the mapper): one lock, in
+        # order, and a full queue drops the whole remainder, counted.
+        queued = runtime.writer.offer_checked(result.rows) if result.rows else 0
+        dropped = len(result.rows) - queued
         for trip in result.trips:
             hooks.trips[(trip.harness, trip.run)] = trip
         metrics.records.update(result.records)

@@ -24,9 +24,14 @@ _VOLATILE = re.compile(r"0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|\d+")
 _SPACE = re.compile(r"\s+")
 
 
+#: One encoder for every digest: ``json.dumps`` with these options builds a new
+#: encoder per call, which cost more than the encoding of a typical tool input.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: object) -> str:
     """The canonical JSON text of ``value``: sorted keys, no whitespace, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 def digest(value: object) -> str:
