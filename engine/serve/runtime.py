@@ -1,7 +1,8 @@
 """The long-running parts of ``harness serve``: journal writer, acting evaluator, store reads.
 
 - The writer is :class:`engine.journal.queue.JournalWriter`: requests only
-  ``offer`` rows (a lock and an append), so a request never waits for the
+  offer rows (a lock and an append; ``/v1/logs`` offers a request's checked
+  rows at once with ``offer_checked``), so a request never waits for the
   store; a full queue drops and counts.
 - The evaluator runs :func:`engine.rules.lease.serve` on its own thread and
   connection with the lifecycle's live evaluator, behind the store lease; its
