@@ -6,9 +6,9 @@ So a writer calls :meth:`JournalWriter.offer`, which only appends to a bounded
 in-memory queue and returns at once: ``True`` if the row was queued, ``False``
 (and the drop counted) when the queue is full. Validation happens on the
 committer thread, not in ``offer``, to keep the writer's cost to a lock and an
-append. A source that builds its rows already checked (serve's OTLP mapper
-runs every row through :func:`engine.journal.rows.check_values` to report
-refusals to its client) offers a whole request at once with
+append. A source whose rows are valid when built (serve's OTLP mapper makes
+every value of its journal shape and refuses a record that does not fit, so
+it can tell its client which) offers a whole request at once with
 :meth:`JournalWriter.offer_checked`: one lock for the batch, and no second
 check on the committer thread, whose time is shared with the offering
 threads under one interpreter lock. One committer thread drains the queue
@@ -133,7 +133,7 @@ class JournalWriter:
         Never blocks on the store. The rows keep their order; when the queue
         cannot take them all, the first ones that fit are queued and the whole
         remainder is dropped and counted, so a row is never split or half
-        taken. The caller guarantees each row passed
+        taken. The caller guarantees each row would pass
         :func:`~engine.journal.rows.check_values` and is not a tick: the
         committer admits them as they are.
         """

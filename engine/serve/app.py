@@ -122,8 +122,8 @@ def build_app(
             metrics.totals["too_large"] += 1
             return _text(413, f"more than {MAX_RECORDS} log records in one request")
         result = otlp.map_request(message, deriver, _now_ms(), seen_names)
-        # One offer for the request's rows (checked by the mapper): one lock, in
-        # order, and a full queue drops the whole remainder, counted.
+        # One offer for the request's rows (valid as the mapper builds them): one
+        # lock, in order, and a full queue drops the whole remainder, counted.
         queued = runtime.writer.offer_checked(result.rows) if result.rows else 0
         dropped = len(result.rows) - queued
         for trip in result.trips:

@@ -132,21 +132,19 @@ WANTED = frozenset(
 )
 
 
-def attrs(items: object, wanted: frozenset[str] | None = None) -> dict[str, object]:
-    """Attributes as a dict (only ``wanted`` keys when given)."""
-    if wanted is None:
-        return {kv.key: value_of(kv.value) for kv in items}  # type: ignore[attr-defined]
-    return {kv.key: value_of(kv.value) for kv in items if kv.key in wanted}  # type: ignore[attr-defined]
+def attrs(items: object) -> dict[str, object]:
+    """Attributes as a dict (a resource's: few, read once per resource)."""
+    return {kv.key: value_of(kv.value) for kv in items}  # type: ignore[attr-defined]
 
 
 def wanted_attrs(items: Iterable[Any]) -> dict[str, object]:
     """A record's :data:`WANTED` attributes, in one pass over its KeyValue list.
 
-    Why not :func:`attrs`: this runs once per record, and almost every value
-    an exporter sends is a string, so a non-empty ``string_value`` is taken as
-    it is and only the other kinds pay for :func:`value_of` (an empty string
-    also goes there, which returns it unchanged). A repeated key keeps its
-    last value, as a dict comprehension would.
+    Only these keys are converted (prompts, outputs and costs never are).
+    This runs once per record, and almost every value an exporter sends is a
+    string, so a non-empty ``string_value`` is taken as it is and only the
+    other kinds pay for :func:`value_of` (an empty string also goes there,
+    which returns it unchanged). A repeated key keeps its last value.
     """
     out: dict[str, object] = {}
     for kv in items:
@@ -211,7 +209,7 @@ def name_label(name: str | None, seen: set[str]) -> str:
 def map_request(
     request: ExportLogsServiceRequest, deriver: Deriver, now_ms: int, seen: set[str]
 ) -> Ingest:
-    """Map every record of ``request``; rows are checked, nothing is offered yet.
+    """Map every record of ``request`` to journal-shaped rows; nothing is offered yet.
 
     Resource attributes (identity, service) are read once per resource rather
     than once per record, and verdicts are counted into the request's own
