@@ -14,7 +14,6 @@ The two verdicts mirror the reference's two loaders: ``structural_ok`` is its
 from __future__ import annotations
 
 import errno
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,6 +141,8 @@ def spec_fingerprint(path: str | Path) -> str:
     bytes still change when such a path is edited. Raises ``OSError`` only when
     the spec itself cannot be read (callers check first).
     """
+    import hashlib
+
     from engine.skillspec.files import UnreadableFile, read_regular_file
 
     spec_path = Path(path)
