@@ -7,13 +7,16 @@ other environment variable, and nothing in this code base writes it. Unknown
 keys are errors, because a typo in ``enforce`` that silently enforced nothing
 (or a stray key that looked like it granted something) would be worse than a
 refusal to load.
+
+Importing this module stays cheap, because ``harness hook claude-code`` reads
+the config once per agent tool call: tomllib is imported only when a file is
+there to parse, and the regular expressions are compiled on first use.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +56,8 @@ def default_store_path() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class PolicyRepo:
+    """``[policy_repo.NAME]``: a git repository of rule files (DESIGN.md)."""
+
     name: str
     path: Path
     url: str | None = None
@@ -61,6 +66,8 @@ class PolicyRepo:
 
 @dataclass(frozen=True, slots=True)
 class RulesConfig:
+    """``[memory.rules]``: which rules may act (enforce), which are off, and their limits."""
+
     enforce: tuple[str, ...] = ()
     disable: tuple[str, ...] = ()
     shadow_period_ms: int = DEFAULT_SHADOW_PERIOD_MS
@@ -72,7 +79,7 @@ DEFAULT_LISTEN = "127.0.0.1:4318"
 DEFAULT_COLLISION_WINDOW_MS = 10 * 60_000
 DEFAULT_LOOP_GUARD = 8
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
-_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_SIZE = r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$"
 _SIZE_UNITS = {
     None: 1,
     "B": 1,
@@ -87,7 +94,7 @@ _SIZE_UNITS = {
 
 def parse_size(text: str) -> int:
     """``"4MiB"`` -> bytes; ValueError with the accepted spelling otherwise."""
-    m = _SIZE.match(text)
+    m = re.match(_SIZE, text)
     if m is None:
         raise ValueError(
             f"invalid size {text!r}; use a number and a unit (B, KiB, MiB, GiB), e.g. '4MiB'"
@@ -167,7 +174,7 @@ class _Locator:
     with a wrong value type we scan the text for the key inside its table.
     """
 
-    _HEADER = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+    _HEADER = r"^\s*\[+\s*([^\]]+?)\s*\]+"
 
     def __init__(self, text: str, file: str) -> None:
         self.lines = text.splitlines()
@@ -178,7 +185,7 @@ class _Locator:
         table = ".".join(table_parts)
         current = ""
         for i, line in enumerate(self.lines, start=1):
-            header = self._HEADER.match(line)
+            header = re.match(self._HEADER, line)
             if header:
                 current = header.group(1).replace('"', "").replace(" ", "")
                 if current == dotted:
@@ -204,6 +211,8 @@ def _type_name(t: type) -> str:
 
 def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     """Parse config text. Raises :class:`InputError` listing every problem found."""
+    import tomllib
+
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
