@@ -11,74 +11,113 @@ entries) are :class:`AnyValue`; everything else is closed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
 # --------------------------------------------------------------------------- types
 
 
-@dataclass(frozen=True)
-class Str:
+class _Grammar:
+    """Base of the grammar's types: immutable by convention, equal and printed by their fields.
+
+    Plain slotted classes rather than frozen dataclasses: every ``skillspec
+    validate`` imports this module, and generating ten dataclasses cost it
+    about as much start-up time as checking the structure of a large spec.
+    """
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._values()))
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({values})"
+
+
+class Str(_Grammar):
     """A string; non-string scalars are read as their source text."""
 
 
-@dataclass(frozen=True)
-class Bool:
+class Bool(_Grammar):
     """``true`` or ``false`` only."""
 
 
-@dataclass(frozen=True)
-class Int:
+class Int(_Grammar):
     """An integer (``unsigned`` for the reference's u32 fields)."""
 
-    unsigned: bool = False
+    __slots__ = ("unsigned",)
+
+    def __init__(self, unsigned: bool = False) -> None:
+        self.unsigned = unsigned
 
 
-@dataclass(frozen=True)
-class AnyValue:
+class AnyValue(_Grammar):
     """Free-form YAML: metadata, allow values, choice sets, schemas, closures."""
 
 
-@dataclass(frozen=True)
-class Enum:
+class Enum(_Grammar):
     """One of a fixed set of snake_case names."""
 
-    values: tuple[str, ...]
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple[str, ...]) -> None:
+        self.values = values
 
 
-@dataclass(frozen=True)
-class Seq:
-    item: Type
+class Seq(_Grammar):
+    """A sequence whose items are all of one type."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Type) -> None:
+        self.item = item
 
 
-@dataclass(frozen=True)
-class Map:
+class Map(_Grammar):
     """A mapping from free keys (ids) to values of one type."""
 
-    value: Type
+    __slots__ = ("value",)
+
+    def __init__(self, value: Type) -> None:
+        self.value = value
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(_Grammar):
     """``Option<T>``: any null is ``None``."""
 
-    inner: Type
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Type) -> None:
+        self.inner = inner
 
 
-@dataclass(frozen=True)
-class Obj:
+class Obj(_Grammar):
     """A struct with a closed set of keys; ``required`` keys must be present."""
 
-    name: str
-    fields: dict[str, Type]
-    required: frozenset[str] = field(default_factory=frozenset)
+    __slots__ = ("fields", "name", "required")
+
+    def __init__(
+        self, name: str, fields: dict[str, Type], required: frozenset[str] = frozenset()
+    ) -> None:
+        self.name = name
+        self.fields = fields
+        self.required = required
 
 
-@dataclass(frozen=True)
-class Untagged:
+class Untagged(_Grammar):
     """A union picked by which discriminating key is present (code source, recipe step)."""
 
-    name: str
-    variants: dict[str, Obj]  # discriminating key -> variant
+    __slots__ = ("name", "variants")
+
+    def __init__(self, name: str, variants: dict[str, Obj]) -> None:
+        self.name = name
+        self.variants = variants  # discriminating key -> variant
 
 
 Type = Str | Bool | Int | AnyValue | Enum | Seq | Map | Opt | Obj | Untagged
