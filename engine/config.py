@@ -8,9 +8,10 @@ keys are errors, because a typo in ``enforce`` that silently enforced nothing
 (or a stray key that looked like it granted something) would be worse than a
 refusal to load.
 
-Importing this module stays cheap, because ``harness hook claude-code`` reads
-the config once per agent tool call: tomllib is imported only when a file is
-there to parse, and the regular expressions are compiled on first use.
+Importing and reading it stay cheap, because ``harness hook claude-code``
+reads the config once per agent tool call: a plain file is read by
+:mod:`engine.plaintoml` (tomllib only for anything else, and for every
+syntax error), and the regular expressions are compiled on first use.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import plaintoml
 from engine.capped import CappedReadError, read_capped
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, InputError, Location
@@ -211,20 +213,22 @@ def _type_name(t: type) -> str:
 
 def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     """Parse config text. Raises :class:`InputError` listing every problem found."""
-    import tomllib
+    raw = plaintoml.loads(text)  # None unless the text is plain TOML: then tomllib reads it
+    if raw is None:
+        import tomllib
 
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        loc = Location(file, int(m.group(1)), int(m.group(2))) if m else Location(file)
-        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg) or "malformed TOML"
-        raise InputError(
-            f"{loc}: {problem}",
-            title="Invalid harness.toml",
-            diagnostics=[Diagnostic(problem, loc, code="toml")],
-        ) from None
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            msg = str(exc)
+            m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+            loc = Location(file, int(m.group(1)), int(m.group(2))) if m else Location(file)
+            problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg) or "malformed TOML"
+            raise InputError(
+                f"{loc}: {problem}",
+                title="Invalid harness.toml",
+                diagnostics=[Diagnostic(problem, loc, code="toml")],
+            ) from None
     locator = _Locator(text, file)
     problems: list[Diagnostic] = []
 

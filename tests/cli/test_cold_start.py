@@ -3,10 +3,11 @@
 ``harness hook claude-code`` runs once per agent tool call and ``skillspec
 validate`` from shells and pre-commit hooks, so their import sets are pinned
 here: a later change that pulls argparse, the command registry, another
-command's module, aiohttp, OpenTelemetry, protobuf, the CEL runtime, PyYAML
-(hook) or sqlite3 (validate) into them fails a test instead of silently
-costing every call. The engine modules each path may load are listed
-exactly; adding one to a path means adding it here, on purpose.
+command's module, aiohttp, OpenTelemetry, protobuf or the CEL runtime into
+them, PyYAML or tomllib (for a plain harness.toml) into the hook, or sqlite3
+into validate, fails a test instead of silently costing every call. The
+engine modules each path may load are listed exactly; adding one to a path
+means adding it here, on purpose.
 
 Their plain-argument fast paths are also checked against argparse: whatever
 they accept, argparse reads the same way.
@@ -58,6 +59,7 @@ HOOK_ENGINE = {
     "engine.journal",
     "engine.journal.rows",
     "engine.journal.schema",
+    "engine.plaintoml",
     "engine.policy",
     "engine.policy.schema",
     "engine.rules",
@@ -135,14 +137,14 @@ def hook_modules(tmp_path: Path, event: str) -> tuple[int, set[str]]:
 def test_a_pre_tool_use_hook_loads_only_the_gate_path(tmp_path: Path) -> None:
     rc, loaded = hook_modules(tmp_path, "PreToolUse")
     assert rc == 0
-    assert not loaded & (HEAVY | {"yaml", "hashlib"})
+    assert not loaded & (HEAVY | {"yaml", "hashlib", "tomllib"})
     assert {m for m in loaded if m.startswith("engine")} <= HOOK_ENGINE
 
 
 def test_a_post_tool_use_hook_adds_only_the_writer(tmp_path: Path) -> None:
     rc, loaded = hook_modules(tmp_path, "PostToolUse")
     assert rc == 0
-    assert not loaded & (HEAVY | {"yaml"})
+    assert not loaded & (HEAVY | {"yaml", "tomllib"})
     engine = {m for m in loaded if m.startswith("engine")}
     assert engine <= HOOK_ENGINE | WRITER
     assert engine >= WRITER  # it did journal its row
