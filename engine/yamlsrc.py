@@ -24,14 +24,14 @@ from __future__ import annotations
 import gc
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
+from engine.record import Record
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
     _BaseLoader: type[Any] = yaml.CSafeLoader
@@ -142,13 +142,16 @@ class LocList(list[Any]):
         return self.pos
 
 
-@dataclass(frozen=True, slots=True)
-class YamlDocument:
+class YamlDocument(Record):
     """A parsed file: its root value, its text (for caret rendering), its name."""
 
-    data: Any
-    text: str
-    file: str
+    __slots__ = ("data", "file", "text")
+    __match_args__ = ("data", "text", "file")
+
+    def __init__(self, data: Any, text: str, file: str) -> None:
+        self.data: Final = data
+        self.text: Final = text
+        self.file: Final = file
 
 
 def _loc(file: str, mark: Any) -> Location:

@@ -11,113 +11,108 @@ entries) are :class:`AnyValue`; everything else is closed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Final
+
+from engine.record import Record
 
 # --------------------------------------------------------------------------- types
+#
+# Records rather than frozen dataclasses: every ``skillspec validate`` imports
+# this module, and generating ten dataclasses cost it about as much start-up
+# time as checking the structure of a large spec.
 
 
-class _Grammar:
-    """Base of the grammar's types: immutable by convention, equal and printed by their fields.
-
-    Plain slotted classes rather than frozen dataclasses: every ``skillspec
-    validate`` imports this module, and generating ten dataclasses cost it
-    about as much start-up time as checking the structure of a large spec.
-    """
-
-    __slots__: tuple[str, ...] = ()
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._values()))
-
-    def __repr__(self) -> str:
-        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"{type(self).__name__}({values})"
-
-
-class Str(_Grammar):
+class Str(Record):
     """A string; non-string scalars are read as their source text."""
 
+    __slots__ = ()
 
-class Bool(_Grammar):
+
+class Bool(Record):
     """``true`` or ``false`` only."""
 
+    __slots__ = ()
 
-class Int(_Grammar):
+
+class Int(Record):
     """An integer (``unsigned`` for the reference's u32 fields)."""
 
     __slots__ = ("unsigned",)
+    __match_args__ = ("unsigned",)
 
     def __init__(self, unsigned: bool = False) -> None:
-        self.unsigned = unsigned
+        self.unsigned: Final = unsigned
 
 
-class AnyValue(_Grammar):
+class AnyValue(Record):
     """Free-form YAML: metadata, allow values, choice sets, schemas, closures."""
 
+    __slots__ = ()
 
-class Enum(_Grammar):
+
+class Enum(Record):
     """One of a fixed set of snake_case names."""
 
     __slots__ = ("values",)
+    __match_args__ = ("values",)
 
     def __init__(self, values: tuple[str, ...]) -> None:
-        self.values = values
+        self.values: Final = values
 
 
-class Seq(_Grammar):
+class Seq(Record):
     """A sequence whose items are all of one type."""
 
     __slots__ = ("item",)
+    __match_args__ = ("item",)
 
     def __init__(self, item: Type) -> None:
-        self.item = item
+        self.item: Final = item
 
 
-class Map(_Grammar):
+class Map(Record):
     """A mapping from free keys (ids) to values of one type."""
 
     __slots__ = ("value",)
+    __match_args__ = ("value",)
 
     def __init__(self, value: Type) -> None:
-        self.value = value
+        self.value: Final = value
 
 
-class Opt(_Grammar):
+class Opt(Record):
     """``Option<T>``: any null is ``None``."""
 
     __slots__ = ("inner",)
+    __match_args__ = ("inner",)
 
     def __init__(self, inner: Type) -> None:
-        self.inner = inner
+        self.inner: Final = inner
 
 
-class Obj(_Grammar):
+class Obj(Record):
     """A struct with a closed set of keys; ``required`` keys must be present."""
 
     __slots__ = ("fields", "name", "required")
+    __match_args__ = ("name", "fields", "required")
 
     def __init__(
         self, name: str, fields: dict[str, Type], required: frozenset[str] = frozenset()
     ) -> None:
-        self.name = name
-        self.fields = fields
-        self.required = required
+        self.name: Final = name
+        self.fields: Final = fields
+        self.required: Final = required
 
 
-class Untagged(_Grammar):
+class Untagged(Record):
     """A union picked by which discriminating key is present (code source, recipe step)."""
 
     __slots__ = ("name", "variants")
+    __match_args__ = ("name", "variants")
 
     def __init__(self, name: str, variants: dict[str, Obj]) -> None:
-        self.name = name
-        self.variants = variants  # discriminating key -> variant
+        self.name: Final = name
+        self.variants: Final = variants  # discriminating key -> variant
 
 
 Type = Str | Bool | Int | AnyValue | Enum | Seq | Map | Opt | Obj | Untagged

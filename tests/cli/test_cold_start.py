@@ -5,9 +5,9 @@ validate`` from shells and pre-commit hooks, so their import sets are pinned
 here: a later change that pulls argparse, the command registry, another
 command's module, aiohttp, OpenTelemetry, protobuf or the CEL runtime into
 them, PyYAML or tomllib (for a plain harness.toml) into the hook, or sqlite3
-into validate, fails a test instead of silently costing every call. The
-engine modules each path may load are listed exactly; adding one to a path
-means adding it here, on purpose.
+or dataclasses (with inspect) into validate, fails a test instead of silently
+costing every call. The engine modules each path may load are listed
+exactly; adding one to a path means adding it here, on purpose.
 
 Their plain-argument fast paths are also checked against argparse: whatever
 they accept, argparse reads the same way.
@@ -159,7 +159,7 @@ def test_skillspec_validate_loads_only_the_checker(tmp_path: Path) -> None:
         f"from engine.cli.skillspec import main\nrc = main(['validate', {str(path)!r}])"
     )
     assert rc == 0
-    assert not loaded & (HEAVY | {"sqlite3", "hashlib", "tomllib"})
+    assert not loaded & (HEAVY | {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect"})
     assert {m for m in loaded if m.startswith("engine")} <= VALIDATE_ENGINE
 
 
