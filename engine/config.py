@@ -11,7 +11,9 @@ refusal to load.
 Importing and reading it stay cheap, because ``harness hook claude-code``
 reads the config once per agent tool call: a plain file is read by
 :mod:`engine.plaintoml` (tomllib only for anything else, and for every
-syntax error), and the regular expressions are compiled on first use.
+syntax error), the regular expressions are compiled on first use, and the
+two tables nothing rebuilds with ``dataclasses.replace`` (``[serve]``, a
+policy repo) are :class:`~engine.record.Record` s, cheap to define.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from engine import plaintoml
 from engine.capped import CappedReadError, read_capped
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, InputError, Location
+from engine.record import Record
 
 DEFAULT_RETENTION_DAYS = 45
 DEFAULT_SHADOW_PERIOD_MS = 72 * 3_600_000
@@ -56,14 +59,17 @@ def default_store_path() -> Path:
     return Path(base) / "harness" / "journal.db"
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyRepo:
+class PolicyRepo(Record):
     """``[policy_repo.NAME]``: a git repository of rule files (DESIGN.md)."""
 
-    name: str
-    path: Path
-    url: str | None = None
-    branch: str = "main"
+    __slots__ = ("branch", "name", "path", "url")
+    __match_args__ = ("name", "path", "url", "branch")
+
+    def __init__(self, name: str, path: Path, url: str | None = None, branch: str = "main") -> None:
+        self.name: Final = name
+        self.path: Final = path
+        self.url: Final = url
+        self.branch: Final = branch
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +110,25 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * _SIZE_UNITS[m.group(2)]
 
 
-@dataclass(frozen=True, slots=True)
-class ServeConfig:
+class ServeConfig(Record):
     """``[serve]``: where ``harness serve`` listens and what it derives (DESIGN.md)."""
 
-    listen: str = DEFAULT_LISTEN
-    token_file: Path | None = None
-    collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS
-    loop_guard: int = DEFAULT_LOOP_GUARD
-    max_body: int = DEFAULT_MAX_BODY
+    __slots__ = ("collision_window_ms", "listen", "loop_guard", "max_body", "token_file")
+    __match_args__ = ("listen", "token_file", "collision_window_ms", "loop_guard", "max_body")
+
+    def __init__(
+        self,
+        listen: str = DEFAULT_LISTEN,
+        token_file: Path | None = None,
+        collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS,
+        loop_guard: int = DEFAULT_LOOP_GUARD,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        self.listen: Final = listen
+        self.token_file: Final = token_file
+        self.collision_window_ms: Final = collision_window_ms
+        self.loop_guard: Final = loop_guard
+        self.max_body: Final = max_body
 
 
 @dataclass(frozen=True, slots=True)
