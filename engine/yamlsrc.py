@@ -123,7 +123,9 @@ class LocDict(dict[str, Any]):
         return self.key_pos.get(key, self.pos)
 
     def where_value(self, key: str) -> Location:
-        return self.val_pos.get(key, self.where(key))
+        """Position of ``key``'s value if present, else :meth:`where` (only then looked up)."""
+        pos = self.val_pos.get(key)
+        return pos if pos is not None else self.where(key)
 
 
 class LocList(list[Any]):
