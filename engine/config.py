@@ -7,21 +7,29 @@ other environment variable, and nothing in this code base writes it. Unknown
 keys are errors, because a typo in ``enforce`` that silently enforced nothing
 (or a stray key that looked like it granted something) would be worse than a
 refusal to load.
+
+Importing and reading it stay cheap, because ``harness hook claude-code``
+reads the config once per agent tool call: a plain file is read by
+:mod:`engine.plaintoml` (tomllib only for anything else, and for every
+syntax error), the regular expressions are compiled on first use, and the
+two tables nothing rebuilds with ``dataclasses.replace`` (``[serve]``, a
+policy repo) are :class:`~engine.record.Record` s, cheap to define.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from engine import plaintoml
 from engine.capped import CappedReadError, read_capped
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, InputError, Location
+from engine.record import Record
 
 DEFAULT_RETENTION_DAYS = 45
 DEFAULT_SHADOW_PERIOD_MS = 72 * 3_600_000
@@ -51,16 +59,23 @@ def default_store_path() -> Path:
     return Path(base) / "harness" / "journal.db"
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyRepo:
-    name: str
-    path: Path
-    url: str | None = None
-    branch: str = "main"
+class PolicyRepo(Record):
+    """``[policy_repo.NAME]``: a git repository of rule files (DESIGN.md)."""
+
+    __slots__ = ("branch", "name", "path", "url")
+    __match_args__ = ("name", "path", "url", "branch")
+
+    def __init__(self, name: str, path: Path, url: str | None = None, branch: str = "main") -> None:
+        self.name: Final = name
+        self.path: Final = path
+        self.url: Final = url
+        self.branch: Final = branch
 
 
 @dataclass(frozen=True, slots=True)
 class RulesConfig:
+    """``[memory.rules]``: which rules may act (enforce), which are off, and their limits."""
+
     enforce: tuple[str, ...] = ()
     disable: tuple[str, ...] = ()
     shadow_period_ms: int = DEFAULT_SHADOW_PERIOD_MS
@@ -72,7 +87,7 @@ DEFAULT_LISTEN = "127.0.0.1:4318"
 DEFAULT_COLLISION_WINDOW_MS = 10 * 60_000
 DEFAULT_LOOP_GUARD = 8
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
-_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_SIZE = r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$"
 _SIZE_UNITS = {
     None: 1,
     "B": 1,
@@ -87,7 +102,7 @@ _SIZE_UNITS = {
 
 def parse_size(text: str) -> int:
     """``"4MiB"`` -> bytes; ValueError with the accepted spelling otherwise."""
-    m = _SIZE.match(text)
+    m = re.match(_SIZE, text)
     if m is None:
         raise ValueError(
             f"invalid size {text!r}; use a number and a unit (B, KiB, MiB, GiB), e.g. '4MiB'"
@@ -95,15 +110,25 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * _SIZE_UNITS[m.group(2)]
 
 
-@dataclass(frozen=True, slots=True)
-class ServeConfig:
+class ServeConfig(Record):
     """``[serve]``: where ``harness serve`` listens and what it derives (DESIGN.md)."""
 
-    listen: str = DEFAULT_LISTEN
-    token_file: Path | None = None
-    collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS
-    loop_guard: int = DEFAULT_LOOP_GUARD
-    max_body: int = DEFAULT_MAX_BODY
+    __slots__ = ("collision_window_ms", "listen", "loop_guard", "max_body", "token_file")
+    __match_args__ = ("listen", "token_file", "collision_window_ms", "loop_guard", "max_body")
+
+    def __init__(
+        self,
+        listen: str = DEFAULT_LISTEN,
+        token_file: Path | None = None,
+        collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS,
+        loop_guard: int = DEFAULT_LOOP_GUARD,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> None:
+        self.listen: Final = listen
+        self.token_file: Final = token_file
+        self.collision_window_ms: Final = collision_window_ms
+        self.loop_guard: Final = loop_guard
+        self.max_body: Final = max_body
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +192,7 @@ class _Locator:
     with a wrong value type we scan the text for the key inside its table.
     """
 
-    _HEADER = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+    _HEADER = r"^\s*\[+\s*([^\]]+?)\s*\]+"
 
     def __init__(self, text: str, file: str) -> None:
         self.lines = text.splitlines()
@@ -178,7 +203,7 @@ class _Locator:
         table = ".".join(table_parts)
         current = ""
         for i, line in enumerate(self.lines, start=1):
-            header = self._HEADER.match(line)
+            header = re.match(self._HEADER, line)
             if header:
                 current = header.group(1).replace('"', "").replace(" ", "")
                 if current == dotted:
@@ -204,18 +229,22 @@ def _type_name(t: type) -> str:
 
 def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
     """Parse config text. Raises :class:`InputError` listing every problem found."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-        loc = Location(file, int(m.group(1)), int(m.group(2))) if m else Location(file)
-        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg) or "malformed TOML"
-        raise InputError(
-            f"{loc}: {problem}",
-            title="Invalid harness.toml",
-            diagnostics=[Diagnostic(problem, loc, code="toml")],
-        ) from None
+    raw = plaintoml.loads(text)  # None unless the text is plain TOML: then tomllib reads it
+    if raw is None:
+        import tomllib
+
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            msg = str(exc)
+            m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+            loc = Location(file, int(m.group(1)), int(m.group(2))) if m else Location(file)
+            problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg) or "malformed TOML"
+            raise InputError(
+                f"{loc}: {problem}",
+                title="Invalid harness.toml",
+                diagnostics=[Diagnostic(problem, loc, code="toml")],
+            ) from None
     locator = _Locator(text, file)
     problems: list[Diagnostic] = []
 

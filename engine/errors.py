@@ -11,19 +11,27 @@ the rule loader and the console all print errors the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
+
+from engine.record import Record
 
 Severity = Literal["error", "warning", "info"]
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
-    """A point in a source file. ``line`` and ``col`` are 1-based; 0 means unknown."""
+class Location(Record):
+    """A point in a source file. ``line`` and ``col`` are 1-based; 0 means unknown.
 
-    file: str | None = None
-    line: int = 0
-    col: int = 0
+    A :class:`~engine.record.Record` rather than a frozen dataclass, as is
+    :class:`Diagnostic`: every command imports this module first.
+    """
+
+    __slots__ = ("col", "file", "line")
+    __match_args__ = ("file", "line", "col")
+
+    def __init__(self, file: str | None = None, line: int = 0, col: int = 0) -> None:
+        self.file: Final = file
+        self.line: Final = line
+        self.col: Final = col
 
     def __str__(self) -> str:
         parts = [self.file or "<input>"]
@@ -34,20 +42,35 @@ class Location:
         return ":".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
+class Diagnostic(Record):
     """One finding: what is wrong, where, and (optionally) which field.
 
     ``path`` is the dotted field path inside the document (``rules[0].prefer``),
     which is what a user searches for when the line number has drifted.
     """
 
-    message: str
-    location: Location = field(default_factory=Location)
-    path: str = ""
-    severity: Severity = "error"
-    code: str = ""
-    hint: str = ""
+    __slots__ = ("code", "hint", "location", "message", "path", "severity")
+    __match_args__ = ("message", "location", "path", "severity", "code", "hint")
+
+    def __init__(
+        self,
+        message: str,
+        location: Location | None = None,
+        path: str = "",
+        severity: Severity = "error",
+        code: str = "",
+        hint: str = "",
+    ) -> None:
+        self.message: Final = message
+        self.location: Final = location if location is not None else _NOWHERE
+        self.path: Final = path
+        self.severity: Final[Severity] = severity
+        self.code: Final = code
+        self.hint: Final = hint
+
+    def with_hint(self, hint: str) -> Diagnostic:
+        """This finding with ``hint`` in place of its own."""
+        return Diagnostic(self.message, self.location, self.path, self.severity, self.code, hint)
 
     def __str__(self) -> str:
         where = str(self.location)
@@ -76,6 +99,10 @@ class Diagnostic:
             return text
         snippet = caret_snippet(source, self.location.line, self.location.col)
         return f"{text}\n{snippet}" if snippet else text
+
+
+#: The location of a finding that has none (shared: a Location never changes).
+_NOWHERE = Location()
 
 
 def caret_snippet(source: str, line: int, col: int) -> str:

@@ -10,20 +10,28 @@ We let libyaml (C) build the node graph, then construct plain Python values
 ourselves. Mappings become :class:`LocDict` and sequences :class:`LocList`:
 ordinary ``dict``/``list`` subclasses (so decide and JSON code treat them as
 plain data) that remember where each key and item sits.
+
+Speed matters because every ``skillspec validate`` (a pre-commit hook) pays
+for it: the resolver answers libyaml from one table lookup, the builder
+renders a node's field path only when it reports an error at that node and
+creates each position once, and the garbage collector is paused while the
+(acyclic) values are built, since its passes over the growing heap found
+nothing to free and cost a fifth of the parse.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
+from engine.record import Record
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
     _BaseLoader: type[Any] = yaml.CSafeLoader
@@ -42,7 +50,28 @@ MAX_DEPTH = 200
 
 
 class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
-    """libyaml parser with YAML 1.2 core-schema implicit resolution."""
+    """libyaml parser with YAML 1.2 core-schema implicit resolution.
+
+    libyaml calls :meth:`resolve` once per node, so it is PyYAML's own
+    ``BaseResolver.resolve`` without the parts this loader never uses (no
+    wildcard resolvers, no path resolvers), and the path-resolver hooks do
+    nothing.
+    """
+
+    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode:
+            if implicit[0]:
+                for tag, regexp in _IMPLICIT.get(value[:1], ()):
+                    if regexp.match(value):
+                        return tag
+            return _STR_TAG
+        return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        return None
+
+    def ascend_resolver(self) -> None:
+        return None
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {}
@@ -63,6 +92,11 @@ _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:int", _INT_RE, list("-+01
 _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789"))
 _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF"))
 _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""])
+#: First character -> (tag, pattern) candidates, in resolver order (read by ``resolve``).
+_IMPLICIT: dict[str, list[tuple[str, re.Pattern[str]]]] = _Yaml12Loader.yaml_implicit_resolvers
+_STR_TAG = "tag:yaml.org,2002:str"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
 
 #: The integer range serde_yaml tries (u64, i64, then u128 and i128). Beyond it
 #: a decimal literal is read as a float when finite, and otherwise (and for a
@@ -89,7 +123,9 @@ class LocDict(dict[str, Any]):
         return self.key_pos.get(key, self.pos)
 
     def where_value(self, key: str) -> Location:
-        return self.val_pos.get(key, self.where(key))
+        """Position of ``key``'s value if present, else :meth:`where` (only then looked up)."""
+        pos = self.val_pos.get(key)
+        return pos if pos is not None else self.where(key)
 
 
 class LocList(list[Any]):
@@ -108,17 +144,37 @@ class LocList(list[Any]):
         return self.pos
 
 
-@dataclass(frozen=True, slots=True)
-class YamlDocument:
+class YamlDocument(Record):
     """A parsed file: its root value, its text (for caret rendering), its name."""
 
-    data: Any
-    text: str
-    file: str
+    __slots__ = ("data", "file", "text")
+    __match_args__ = ("data", "text", "file")
+
+    def __init__(self, data: Any, text: str, file: str) -> None:
+        self.data: Final = data
+        self.text: Final = text
+        self.file: Final = file
 
 
 def _loc(file: str, mark: Any) -> Location:
     return Location(file, mark.line + 1, mark.column + 1)
+
+
+#: A field path, built as a chain and rendered only when an error names it:
+#: None (the root) or (parent path, key or index).
+_Path = tuple[Any, str | int] | None
+
+
+def _render(path: _Path) -> str:
+    """``rules[0].prefer`` for the chain (None, "rules") -> 0 -> "prefer"."""
+    parts: list[str | int] = []
+    while path is not None:
+        path, part = path
+        parts.append(part)
+    text = ""
+    for part in reversed(parts):
+        text = f"{text}[{part}]" if isinstance(part, int) else _join(text, part)
+    return text
 
 
 class _Builder:
@@ -132,44 +188,71 @@ class _Builder:
         diag = Diagnostic(message, _loc(self.file, mark), path=path, code="yaml", hint=hint)
         return InvalidSource(message, title="Invalid YAML", diagnostics=[diag])
 
-    def build(self, node: yaml.Node, path: str, depth: int) -> Any:
+    def build(
+        self, node: yaml.Node, path: _Path = None, depth: int = 0, loc: Location | None = None
+    ) -> Any:
+        """``node``'s value; ``loc`` is its start position when the caller already made it.
+
+        Errors are raised in document order, depth first, exactly as the
+        nodes are met, so the first problem in the file is the one reported.
+        """
         self.count += 1
         if self.count > MAX_NODES:
             raise self.fail(
                 f"document expands to more than {MAX_NODES} nodes (alias bomb?)", node.start_mark
             )
         if depth > MAX_DEPTH:
-            raise self.fail(f"nesting deeper than {MAX_DEPTH} levels", node.start_mark, path)
-        if isinstance(node, yaml.ScalarNode):
-            return self.scalar(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            seq = LocList(_loc(self.file, node.start_mark))
+            raise self.fail(
+                f"nesting deeper than {MAX_DEPTH} levels", node.start_mark, _render(path)
+            )
+        kind = type(node)
+        if kind is _ScalarNode:
+            if node.tag == _STR_TAG:
+                return node.value
+            return self.scalar(node, _render(path))  # type: ignore[arg-type]
+        file = self.file
+        mark = node.start_mark
+        here = loc or Location(file, mark.line + 1, mark.column + 1)
+        if kind is _SequenceNode:
+            seq = LocList(here)
+            item_pos = seq.item_pos
             for i, item in enumerate(node.value):
-                seq.append(self.build(item, f"{path}[{i}]", depth + 1))
-                seq.item_pos.append(_loc(self.file, item.start_mark))
+                mark = item.start_mark
+                at = Location(file, mark.line + 1, mark.column + 1)
+                seq.append(self.build(item, (path, i), depth + 1, at))
+                item_pos.append(at)
             return seq
-        if isinstance(node, yaml.MappingNode):
-            mapping = LocDict(_loc(self.file, node.start_mark))
+        if kind is _MappingNode:
+            mapping = LocDict(here)
+            key_pos = mapping.key_pos
+            val_pos = mapping.val_pos
             for key_node, value_node in node.value:
-                if not isinstance(key_node, yaml.ScalarNode):
-                    raise self.fail("mapping keys must be plain scalars", key_node.start_mark, path)
-                key = self.scalar(key_node, path)
-                if not isinstance(key, str):
-                    key = _scalar_text(key_node)
+                if type(key_node) is not _ScalarNode:
+                    raise self.fail(
+                        "mapping keys must be plain scalars", key_node.start_mark, _render(path)
+                    )
+                if key_node.tag == _STR_TAG:
+                    key = key_node.value
+                else:
+                    key = self.scalar(key_node, _render(path))
+                    if not isinstance(key, str):
+                        key = _scalar_text(key_node)
                 if key in mapping:
-                    first = mapping.key_pos[key]
+                    first = key_pos[key]
                     raise self.fail(
                         f"duplicate key `{key}` (first defined at line {first.line})",
                         key_node.start_mark,
-                        _join(path, key),
+                        _join(_render(path), key),
                         DUPLICATE_KEY_HINT,
                     )
-                child = _join(path, key)
-                mapping[key] = self.build(value_node, child, depth + 1)
-                mapping.key_pos[key] = _loc(self.file, key_node.start_mark)
-                mapping.val_pos[key] = _loc(self.file, value_node.start_mark)
+                mark = value_node.start_mark
+                at = Location(file, mark.line + 1, mark.column + 1)
+                mapping[key] = self.build(value_node, (path, key), depth + 1, at)
+                mark = key_node.start_mark
+                key_pos[key] = Location(file, mark.line + 1, mark.column + 1)
+                val_pos[key] = at
             return mapping
-        raise self.fail("unsupported YAML node", node.start_mark, path)  # pragma: no cover
+        raise self.fail("unsupported YAML node", node.start_mark, _render(path))  # pragma: no cover
 
     def scalar(self, node: yaml.ScalarNode, path: str) -> Any:
         tag = node.tag
@@ -211,6 +294,7 @@ _TAG_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "tag:yaml.org,2002:null": (_NULL_RE, "null"),
 }
 _RADIX = {"0x": 16, "0o": 8, "0b": 2}
+_ScalarNode, _SequenceNode, _MappingNode = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
 
 
 def _int_scalar(value: str) -> int | float | str:
@@ -310,6 +394,16 @@ def parse_yaml(text: str, file: str = "<input>") -> YamlDocument:
     if text.startswith("\ufeff"):
         raise _bom_error(file)
     builder = _Builder(file)
+    collecting = gc.isenabled()
+    gc.disable()  # see the module docstring; re-enabled below whatever happens
+    try:
+        return _parse(text, file, builder)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
     try:
         loader = _Yaml12Loader(text)
         try:
@@ -335,7 +429,7 @@ def parse_yaml(text: str, file: str = "<input>") -> YamlDocument:
             title="Invalid YAML",
             diagnostics=[Diagnostic(str(exc), Location(file), code="yaml")],
         ) from None
-    data = None if node is None else builder.build(node, "", 0)
+    data = None if node is None else builder.build(node)
     return YamlDocument(data=data, text=text, file=file)
 
 

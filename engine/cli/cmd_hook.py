@@ -3,19 +3,26 @@
 The same handler as serve's ``POST /hooks/claude-code``, for an agent on the
 same machine: the payload on stdin, the answer on stdout, exit 0. It runs
 once per tool call, so it imports only the journal, holds and the handler
-(no aiohttp, no CEL, no Textual) and admits its rows directly, in one short
-transaction. When the store cannot be read it exits 1 with the reason on
+(no aiohttp, no CEL, no Textual, and no argparse when its arguments are
+plain, see :func:`plain_args`) and admits its rows directly, in one short
+transaction; a call that journals nothing (PreToolUse) never loads the
+writer. When the store cannot be read it exits 1 with the reason on
 stderr: Claude Code treats that as a non-blocking error and proceeds, which
 is the same outcome serve's 503 has; it never guesses "free".
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 MAX_PAYLOAD = 4 * 1024 * 1024
+#: The options of ``hook claude-code``, each taking one value (see :func:`register`).
+_OPTIONS = {"--harness": "harness", "--project": "project", "--store": "store"}
 
 
 def register(sub: Any) -> None:
@@ -27,6 +34,29 @@ def register(sub: Any) -> None:
     cp.add_argument("--project", metavar="NAME", help="project (default: git top-level of cwd)")
     cp.add_argument("--store", metavar="PATH")
     cp.set_defaults(handler=cmd_claude_code)
+
+
+def plain_args(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``claude-code`` then ``--harness/--project/--store VALUE`` pairs, read without argparse.
+
+    Returns the namespace argparse would build, or None for anything else
+    (``--store=PATH``, an abbreviation, a repeated option, a value starting
+    with ``-``, ``--help``, an unknown word), which then goes to the real
+    parser so every usage error and help text stays argparse's own.
+    """
+    if len(argv) % 2 == 0 or argv[0] != "claude-code":
+        return None
+    values: dict[str, str | None] = dict.fromkeys(_OPTIONS.values())
+    seen = set()
+    for flag, value in zip(argv[1::2], argv[2::2], strict=True):
+        dest = _OPTIONS.get(flag)
+        if dest is None or dest in seen or value.startswith("-"):
+            return None
+        seen.add(dest)
+        values[dest] = value
+    from engine.cli.common import plain_namespace
+
+    return plain_namespace(**values, handler=cmd_claude_code)
 
 
 def _fail(message: str) -> int:
@@ -59,7 +89,6 @@ def _run(args: argparse.Namespace, payload: object) -> int:
     import time
 
     from engine.config import load_config, resolve_store
-    from engine.journal.writer import Committer
     from engine.serve.derive import Deriver
     from engine.serve.gate import GateState, GateUnavailable, read_state
     from engine.serve.handler import HookHandler, seed_from_store
@@ -94,6 +123,8 @@ def _run(args: argparse.Namespace, payload: object) -> int:
         except PayloadError as exc:
             return _fail(f"{exc}; nothing recorded")
         if rows:
+            from engine.journal.writer import Committer
+
             Committer(conn).admit(rows)
         question = handler.gate_question(mapped)
         try:

@@ -139,7 +139,6 @@ def _open(args: argparse.Namespace, *, readonly: bool = False) -> Any:
 
 def cmd_append(args: argparse.Namespace) -> int:
     import sqlite3
-    from dataclasses import replace
 
     from engine.errors import InputError
     from engine.journal.lines import iter_capped_lines
@@ -213,7 +212,7 @@ def cmd_append(args: argparse.Namespace) -> int:
         raise InputError(
             f"{stopped.message}; {note}",
             title=stopped.title,
-            diagnostics=[replace(d, hint=note) for d in stopped.diagnostics],
+            diagnostics=[d.with_hint(note) for d in stopped.diagnostics],
         )
     if args.json:
         print_json({"ok": not refusals, "admitted": admitted, "ticks": ticks, "refused": refusals})

@@ -8,12 +8,14 @@ source line and a caret; ``--json`` prints one object for scripts.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 from engine.skillspec.load import SpecReport, check_spec
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def _render(report: SpecReport, out: TextIO, errors_only: bool = False) -> None:

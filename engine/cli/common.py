@@ -5,20 +5,24 @@ or rule file included), 2 usage or unreadable input, 70 an internal error (a
 bug). ``run_main`` is the single place where an error becomes a message and an
 exit code, for ``harness`` and ``skillspec`` alike, so no command prints a
 traceback for bad input and no bug passes silently.
+
+Nothing here imports argparse, sqlite3, json or traceback at module level: the
+command hook runs once per agent tool call and ``skillspec validate`` from a
+pre-commit hook, and both reach ``run_main`` without needing any of them on
+the way to a verdict. The parser class lives in :mod:`engine.cli.registry`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import sqlite3
 import sys
-import traceback
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.errors import HarnessError, traceback_id
-from engine.jsontext import dumps
+
+if TYPE_CHECKING:
+    import argparse
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -29,15 +33,9 @@ EXIT_INTERNAL = 70
 TRACEBACK_ENV = "HARNESS_TRACEBACK"
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse that exits 2 with a one-line error (its default) but never 1."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def print_json(obj: Any, out: TextIO | None = None) -> None:
+    from engine.jsontext import dumps
+
     stream = out or sys.stdout
     stream.write(dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
@@ -72,17 +70,20 @@ def run_main(handler: Callable[[argparse.Namespace], int], args: argparse.Namesp
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except sqlite3.DatabaseError as exc:
-        # Commands map store problems themselves where they can say more; a fault
-        # met mid-query (a corrupt page, a read-only file) still names the store.
-        from engine.store.db import store_fault
-
-        fault = store_fault(exc)
-        return _fail(args, fault.title, fault.message)
     except MemoryError:
         return _fail(args, "Input too large", "the input is too large to process")
-    except Exception as exc:  # the last resort: a bug, said as one, never silent
-        return internal_error(args, exc)
+    except Exception as exc:
+        # sqlite3 is looked up, not imported: a command that never loaded it
+        # cannot have raised one of its errors.
+        sqlite3 = sys.modules.get("sqlite3")
+        if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
+            # Commands map store problems themselves where they can say more; a fault
+            # met mid-query (a corrupt page, a read-only file) still names the store.
+            from engine.store.db import store_fault
+
+            fault = store_fault(exc)
+            return _fail(args, fault.title, fault.message)
+        return internal_error(args, exc)  # the last resort: a bug, said as one, never silent
 
 
 def internal_error(args: argparse.Namespace, exc: BaseException) -> int:
@@ -106,6 +107,8 @@ def internal_error(args: argparse.Namespace, exc: BaseException) -> int:
         )
     sys.stderr.write(f"internal error: {message}\n")
     if os.environ.get(TRACEBACK_ENV) == "1" or getattr(args, "verbose", False):
+        import traceback
+
         traceback.print_exception(exc, file=sys.stderr)
     return EXIT_INTERNAL
 
@@ -117,10 +120,13 @@ def _fail(args: argparse.Namespace, title: str, message: str) -> int:
     return EXIT_USAGE
 
 
-def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
-    return run_main(handler, args)
+def plain_namespace(**values: object) -> argparse.Namespace:
+    """What ``parse_args`` would return, for a fast path that read plain arguments itself.
+
+    A ``types.SimpleNamespace`` reads like an ``argparse.Namespace`` for every
+    handler (attributes, ``getattr`` with a default, ``vars``) and spares a
+    once-per-tool-call command the import of argparse and gettext.
+    """
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**values)  # type: ignore[return-value]

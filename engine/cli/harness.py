@@ -5,17 +5,20 @@ Each command group lives in its own ``engine.cli.cmd_*`` module exposing
 by the one registry (:mod:`engine.cli.registry`) that ``skillspec`` shares.
 The modules import only argparse-level code at top level and defer heavy
 imports to their handlers, so ``harness journal tail`` starts fast and never
-loads Textual.
+loads Textual. ``harness hook claude-code`` runs once per agent tool call:
+with plain arguments it skips argparse and the registry altogether.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from functools import cache
+from typing import TYPE_CHECKING
 
-from engine.cli.common import ArgumentParser
-from engine.cli.registry import Program
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from engine.cli.registry import ArgumentParser, Program
 
 DESCRIPTION = "Operate a fleet of agent harnesses: journal, rules, holds and the console."
 
@@ -36,6 +39,7 @@ def program() -> Program:
         cmd_rules,
         cmd_serve,
     )
+    from engine.cli.registry import Program
 
     return Program(
         prog="harness",
@@ -74,9 +78,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Every harness command may open the store for the whole program's schema.
     register_full_schema()
     if args[:1] == ["hook"]:
-        # A command hook runs once per tool call of an agent: build only its own
-        # parser, so it imports none of the other commands' modules.
+        # A command hook runs once per tool call of an agent: plain arguments are
+        # read without argparse, anything else by its own parser alone, so it
+        # never imports the other commands' modules.
         from engine.cli import cmd_hook
+
+        quick = cmd_hook.plain_args(args[1:])
+        if quick is not None:
+            from engine.cli.common import run_main
+
+            return run_main(cmd_hook.cmd_claude_code, quick)
+        from engine.cli.registry import Program
 
         return Program("harness", DESCRIPTION, (cmd_hook.register,)).main(args)
     return program().main(args)

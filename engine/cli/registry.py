@@ -3,8 +3,10 @@
 Each program is a name, a one-line description and a tuple of ``register``
 functions, one per command module (``engine.cli.cmd_*``), each adding its
 subcommands to the program's parser. Both programs therefore share one parser
-class (exit 2 on bad usage), one ``--version``, one dispatch and, through
-:func:`engine.cli.common.run_main`, one set of exit codes and JSON errors.
+class (exit 2 on bad usage, defined here), one ``--version``, one dispatch and,
+through :func:`engine.cli.common.run_main`, one set of exit codes and JSON
+errors. The two commands that must start fastest (``harness hook claude-code``
+and ``skillspec validate``) skip this module when their arguments are plain.
 Command modules import only argparse-level code at top level and defer heavy
 imports to their handlers, so building a parser stays fast and never loads
 Textual.
@@ -16,14 +18,31 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
-from engine.cli.common import EXIT_USAGE, ArgumentParser, dispatch
+from engine.cli.common import EXIT_USAGE, run_main
 
 #: Adds one command module's subcommands to a program's ``add_subparsers()`` object.
 Register = Callable[[Any], None]
 
 DISTRIBUTION = "harness-console"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that exits 2 with a one-line error (its default) but never 1."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    return run_main(handler, args)
 
 
 def package_version() -> str:

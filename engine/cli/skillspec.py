@@ -5,18 +5,22 @@ This module only declares arguments; the program is built by the registry
 ``engine.cli.cmd_spec_check`` (validate, imports check, deps check) and
 ``engine.cli.cmd_spec_decide`` (decide, explain, test, trace) and are imported
 inside the handler when their subcommand runs, so ``skillspec validate`` pays
-only for what it uses and never imports Textual.
+only for what it uses and never imports Textual. ``skillspec validate SPEC
+[--json]``, run from shells and pre-commit hooks, skips argparse altogether
+(:func:`plain_validate_args`).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from engine.cli.common import ArgumentParser
-from engine.cli.registry import Program, group_help
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+    from engine.cli.registry import ArgumentParser, Program
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -69,6 +73,7 @@ def _trace_align(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add every ``skillspec`` command to the program's subparsers."""
+    from engine.cli.registry import group_help
 
     def spec_cmd(
         name: str,
@@ -130,20 +135,58 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_trace_align)
 
 
-#: The ``skillspec`` program, built by the registry ``harness`` shares.
-PROGRAM = Program(
-    prog="skillspec",
-    description="Check SkillSpec v0 contracts (skill.spec.yml) and decide inputs against them.",
-    commands=(register,),
-)
+@cache
+def program() -> Program:
+    """The ``skillspec`` program, built by the registry ``harness`` shares."""
+    from engine.cli.registry import Program
+
+    return Program(
+        prog="skillspec",
+        description="Check SkillSpec v0 contracts (skill.spec.yml) and decide inputs against them.",
+        commands=(register,),
+    )
+
+
+def __getattr__(name: str) -> Program:
+    """``PROGRAM``, built on first use (module-level names stay cheap to import)."""
+    if name == "PROGRAM":
+        return program()
+    raise AttributeError(name)
 
 
 def build_parser() -> ArgumentParser:
-    return PROGRAM.build_parser()
+    return program().build_parser()
+
+
+def plain_validate_args(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``validate SPEC`` with an optional ``--json`` before or after it, read without argparse.
+
+    Returns the namespace argparse would build, or None for anything else
+    (a SPEC starting with ``-``, ``--help``, another option, a second
+    argument), which then goes to the real parser so every usage error and
+    help text stays argparse's own.
+    """
+    if not argv or argv[0] != "validate" or not 2 <= len(argv) <= 3:
+        return None
+    rest = list(argv[1:])
+    as_json = "--json" in rest
+    if as_json:
+        rest.remove("--json")
+    if len(rest) != 1 or rest[0].startswith("-"):
+        return None
+    from engine.cli.common import plain_namespace
+
+    return plain_namespace(spec=rest[0], json=as_json, handler=_validate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return PROGRAM.main(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    quick = plain_validate_args(args)
+    if quick is not None:
+        from engine.cli.common import run_main
+
+        return run_main(_validate, quick)
+    return program().main(args)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ shape is dropped (and counted by the caller), never stored.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -36,6 +35,8 @@ def canonical_json(value: object) -> str:
 
 def digest(value: object) -> str:
     """``sha256:<hex>`` of the canonical JSON of ``value``."""
+    import hashlib  # here: OpenSSL's start-up is wasted on a hook call that digests nothing
+
     data = canonical_json(value).encode("utf-8", "surrogatepass")
     return "sha256:" + hashlib.sha256(data).hexdigest()
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from typing import Final
 
 from engine.journal.rows import INSERT_INDEX, InsertRow, check_values
+from engine.record import Record
 
 #: Tools whose calls edit the file named in their input.
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
@@ -63,28 +64,39 @@ def patch_paths(patch: object) -> list[str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class LoopTrip:
+class LoopTrip(Record):
     """The loop guard tripped: the run to stop and why (identifiers and counts only)."""
 
-    harness: str
-    run: str | None
-    tool: str
-    count: int
+    __slots__ = ("count", "harness", "run", "tool")
+    __match_args__ = ("harness", "run", "tool", "count")
+
+    def __init__(self, harness: str, run: str | None, tool: str, count: int) -> None:
+        self.harness: Final = harness
+        self.run: Final = run
+        self.tool: Final = tool
+        self.count: Final = count
 
 
-@dataclass(slots=True)
 class Deriver:
-    """Derive graph and loop-guard rows from tool calls (one instance per process)."""
+    """Derive graph and loop-guard rows from tool calls (one instance per process).
 
-    loop_guard: int = DEFAULT_LOOP_GUARD
-    collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS
-    #: (harness, run) -> (tool, args_digest, streak length)
-    streaks: OrderedDict[tuple[str, str | None], tuple[str, str, int]] = field(
-        default_factory=OrderedDict
-    )
-    #: path -> {harness: last edit time in ms}
-    editors: OrderedDict[str, dict[str, int]] = field(default_factory=OrderedDict)
+    A plain class (and :class:`LoopTrip` a Record) rather than dataclasses:
+    ``harness hook claude-code`` imports this module once per tool call.
+    """
+
+    __slots__ = ("collision_window_ms", "editors", "loop_guard", "streaks")
+
+    def __init__(
+        self,
+        loop_guard: int = DEFAULT_LOOP_GUARD,
+        collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS,
+    ) -> None:
+        self.loop_guard = loop_guard
+        self.collision_window_ms = collision_window_ms
+        #: (harness, run) -> (tool, args_digest, streak length)
+        self.streaks: OrderedDict[tuple[str, str | None], tuple[str, str, int]] = OrderedDict()
+        #: path -> {harness: last edit time in ms}
+        self.editors: OrderedDict[str, dict[str, int]] = OrderedDict()
 
     def seed_streak(
         self, harness: str, run: str | None, tool: str, args_digest: str, count: int

@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from engine.errors import Diagnostic, Location
+from engine.record import Record
 from engine.skillspec.files import UnreadableFile, read_regular_file
 from engine.yamlsrc import LocDict
 
@@ -32,24 +32,70 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+|$)(.*)$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
-@dataclass(frozen=True)
-class ImportEntry:
+class ImportEntry(Record):
     """The outcome for one import. ``status`` follows the reference's names."""
 
-    id: str
-    path: str
-    resolved_path: str | None
-    role: str
-    load: str
-    section: str | None
-    section_found: bool | None
-    #: Lines of the extracted section (heading and children), when one was found.
-    section_lines: int | None
-    requires: tuple[str, ...]
-    status: str  # ok | invalid_path | missing_file | missing_section
-    error: str | None
-    flags: tuple[str, ...]  # leaves_package_root, crosses_symlink
-    location: Location
+    __slots__ = (
+        "error",
+        "flags",
+        "id",
+        "load",
+        "location",
+        "path",
+        "requires",
+        "resolved_path",
+        "role",
+        "section",
+        "section_found",
+        "section_lines",
+        "status",
+    )
+    __match_args__ = (
+        "id",
+        "path",
+        "resolved_path",
+        "role",
+        "load",
+        "section",
+        "section_found",
+        "section_lines",
+        "requires",
+        "status",
+        "error",
+        "flags",
+        "location",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        path: str,
+        resolved_path: str | None,
+        role: str,
+        load: str,
+        section: str | None,
+        section_found: bool | None,
+        section_lines: int | None,
+        requires: tuple[str, ...],
+        status: str,
+        error: str | None,
+        flags: tuple[str, ...],
+        location: Location,
+    ) -> None:
+        self.id: Final = id
+        self.path: Final = path
+        self.resolved_path: Final = resolved_path
+        self.role: Final = role
+        self.load: Final = load
+        self.section: Final = section
+        self.section_found: Final = section_found
+        #: Lines of the extracted section (heading and children), when one was found.
+        self.section_lines: Final = section_lines
+        self.requires: Final = requires
+        self.status: Final = status  # ok | invalid_path | missing_file | missing_section
+        self.error: Final = error
+        self.flags: Final = flags  # leaves_package_root, crosses_symlink
+        self.location: Final = location
 
     @property
     def ok(self) -> bool:
@@ -72,14 +118,23 @@ class ImportEntry:
         }
 
 
-@dataclass(frozen=True)
-class ImportsReport:
+class ImportsReport(Record):
     """Every import checked, the dependency-first load order and any cycles."""
 
-    spec: str
-    imports: tuple[ImportEntry, ...]
-    load_order: tuple[str, ...]
-    cycles: tuple[tuple[str, ...], ...]
+    __slots__ = ("cycles", "imports", "load_order", "spec")
+    __match_args__ = ("spec", "imports", "load_order", "cycles")
+
+    def __init__(
+        self,
+        spec: str,
+        imports: tuple[ImportEntry, ...],
+        load_order: tuple[str, ...],
+        cycles: tuple[tuple[str, ...], ...],
+    ) -> None:
+        self.spec: Final = spec
+        self.imports: Final = imports
+        self.load_order: Final = load_order
+        self.cycles: Final = cycles
 
     @property
     def ok(self) -> bool:

@@ -14,31 +14,54 @@ The two verdicts mirror the reference's two loaders: ``structural_ok`` is its
 from __future__ import annotations
 
 import errno
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
+from engine.record import Record
 from engine.yamlsrc import MAX_BYTES, LocDict, decode_source, parse_yaml
 
 if TYPE_CHECKING:
     from engine.skillspec.decide import CompiledSpec
 
 
-@dataclass(frozen=True)
-class SpecReport:
-    """Everything known about one spec file after checking it."""
+class SpecReport(Record):
+    """Everything known about one spec file after checking it.
 
-    path: Path
-    data: LocDict | None
-    text: str
-    diagnostics: tuple[Diagnostic, ...]
-    structural_ok: bool
-    files_ok: bool
-    #: True when the file could not be read at all (exit code 2); a file that was read
-    #: but does not parse has ``data`` None and is an invalid spec (exit code 1).
-    unreadable: bool = False
+    A :class:`~engine.record.Record`, not a dataclass: ``skillspec validate``
+    imports this module on every run and otherwise never loads ``dataclasses``.
+    """
+
+    __slots__ = ("data", "diagnostics", "files_ok", "path", "structural_ok", "text", "unreadable")
+    __match_args__ = (
+        "path",
+        "data",
+        "text",
+        "diagnostics",
+        "structural_ok",
+        "files_ok",
+        "unreadable",
+    )
+
+    def __init__(
+        self,
+        path: Path,
+        data: LocDict | None,
+        text: str,
+        diagnostics: tuple[Diagnostic, ...],
+        structural_ok: bool,
+        files_ok: bool,
+        unreadable: bool = False,
+    ) -> None:
+        self.path: Final = path
+        self.data: Final = data
+        self.text: Final = text
+        self.diagnostics: Final = diagnostics
+        self.structural_ok: Final = structural_ok
+        self.files_ok: Final = files_ok
+        #: True when the file could not be read at all (exit code 2); a file that was read
+        #: but does not parse has ``data`` None and is an invalid spec (exit code 1).
+        self.unreadable: Final = unreadable
 
     @property
     def ok(self) -> bool:
@@ -142,6 +165,8 @@ def spec_fingerprint(path: str | Path) -> str:
     bytes still change when such a path is edited. Raises ``OSError`` only when
     the spec itself cannot be read (callers check first).
     """
+    import hashlib
+
     from engine.skillspec.files import UnreadableFile, read_regular_file
 
     spec_path = Path(path)
@@ -171,8 +196,7 @@ def spec_fingerprint(path: str | Path) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-@dataclass(frozen=True)
-class DecidableSpec:
+class DecidableSpec(Record):
     """One spec loaded for deciding: compiled when it validates, else only its located errors.
 
     Why one loader: the CLI refused an invalid spec while the console compiled
@@ -180,8 +204,12 @@ class DecidableSpec:
     :func:`load_decidable`, so a spec either decides in both or in neither.
     """
 
-    report: SpecReport
-    compiled: CompiledSpec | None
+    __slots__ = ("compiled", "report")
+    __match_args__ = ("report", "compiled")
+
+    def __init__(self, report: SpecReport, compiled: CompiledSpec | None) -> None:
+        self.report: Final = report
+        self.compiled: Final = compiled
 
     @property
     def ok(self) -> bool:

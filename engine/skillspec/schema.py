@@ -11,74 +11,108 @@ entries) are :class:`AnyValue`; everything else is closed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Final
+
+from engine.record import Record
 
 # --------------------------------------------------------------------------- types
+#
+# Records rather than frozen dataclasses: every ``skillspec validate`` imports
+# this module, and generating ten dataclasses cost it about as much start-up
+# time as checking the structure of a large spec.
 
 
-@dataclass(frozen=True)
-class Str:
+class Str(Record):
     """A string; non-string scalars are read as their source text."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
-class Bool:
+
+class Bool(Record):
     """``true`` or ``false`` only."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
-class Int:
+
+class Int(Record):
     """An integer (``unsigned`` for the reference's u32 fields)."""
 
-    unsigned: bool = False
+    __slots__ = ("unsigned",)
+    __match_args__ = ("unsigned",)
+
+    def __init__(self, unsigned: bool = False) -> None:
+        self.unsigned: Final = unsigned
 
 
-@dataclass(frozen=True)
-class AnyValue:
+class AnyValue(Record):
     """Free-form YAML: metadata, allow values, choice sets, schemas, closures."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
-class Enum:
+
+class Enum(Record):
     """One of a fixed set of snake_case names."""
 
-    values: tuple[str, ...]
+    __slots__ = ("values",)
+    __match_args__ = ("values",)
+
+    def __init__(self, values: tuple[str, ...]) -> None:
+        self.values: Final = values
 
 
-@dataclass(frozen=True)
-class Seq:
-    item: Type
+class Seq(Record):
+    """A sequence whose items are all of one type."""
+
+    __slots__ = ("item",)
+    __match_args__ = ("item",)
+
+    def __init__(self, item: Type) -> None:
+        self.item: Final = item
 
 
-@dataclass(frozen=True)
-class Map:
+class Map(Record):
     """A mapping from free keys (ids) to values of one type."""
 
-    value: Type
+    __slots__ = ("value",)
+    __match_args__ = ("value",)
+
+    def __init__(self, value: Type) -> None:
+        self.value: Final = value
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(Record):
     """``Option<T>``: any null is ``None``."""
 
-    inner: Type
+    __slots__ = ("inner",)
+    __match_args__ = ("inner",)
+
+    def __init__(self, inner: Type) -> None:
+        self.inner: Final = inner
 
 
-@dataclass(frozen=True)
-class Obj:
+class Obj(Record):
     """A struct with a closed set of keys; ``required`` keys must be present."""
 
-    name: str
-    fields: dict[str, Type]
-    required: frozenset[str] = field(default_factory=frozenset)
+    __slots__ = ("fields", "name", "required")
+    __match_args__ = ("name", "fields", "required")
+
+    def __init__(
+        self, name: str, fields: dict[str, Type], required: frozenset[str] = frozenset()
+    ) -> None:
+        self.name: Final = name
+        self.fields: Final = fields
+        self.required: Final = required
 
 
-@dataclass(frozen=True)
-class Untagged:
+class Untagged(Record):
     """A union picked by which discriminating key is present (code source, recipe step)."""
 
-    name: str
-    variants: dict[str, Obj]  # discriminating key -> variant
+    __slots__ = ("name", "variants")
+    __match_args__ = ("name", "variants")
+
+    def __init__(self, name: str, variants: dict[str, Obj]) -> None:
+        self.name: Final = name
+        self.variants: Final = variants  # discriminating key -> variant
 
 
 Type = Str | Bool | Int | AnyValue | Enum | Seq | Map | Opt | Obj | Untagged

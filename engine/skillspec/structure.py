@@ -161,6 +161,8 @@ class StructureChecker:
         block mapping are reported on the key's line, which is where a reader
         looks, rather than on the mapping's first (present) key.
         """
+        if typ.__class__ is Str and value.__class__ is str:
+            return value  # the commonest case by far: a string where a string belongs
         if isinstance(typ, Opt):
             if value is None:
                 return None
@@ -282,23 +284,24 @@ class StructureChecker:
         anchor: Location,
     ) -> Any:
         names = list(typ.fields)
+        fields = typ.fields
+        located = value if isinstance(value, LocDict) else None
         for key in list(value):
-            child = f"{path}.{key}" if path else key
-            if key not in typ.fields:
+            if key not in fields:
                 self.error(
                     f"unknown field `{key}`, expected {backticked(names)}",
-                    self._key_loc(value, key, loc),
+                    located.where(key) if located is not None else loc,
                     path or key,
                     code="unknown_field",
                 )
                 continue
             value[key] = self.check(
                 value[key],
-                typ.fields[key],
-                child,
-                self._val_loc(value, key, loc),
+                fields[key],
+                f"{path}.{key}" if path else key,
+                located.where_value(key) if located is not None else loc,
                 strict,
-                self._key_loc(value, key, loc),
+                located.where(key) if located is not None else loc,
             )
         for key in names:
             if key in typ.required and key not in value:

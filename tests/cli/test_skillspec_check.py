@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.cli.skillspec import main
-from tests.conftest import ROOT
 from tests.skillspec.fixtures.cases import spec
 
 VALID = spec(
@@ -142,18 +139,3 @@ def test_deps_check_refuses_invalid_spec(
     path = write(tmp_path, INVALID)
     assert main(["deps", "check", str(path)]) == 1
     assert "fix the spec before this check" in capsys.readouterr().out
-
-
-def test_console_script_does_not_import_textual(tmp_path: Path) -> None:
-    path = write(tmp_path, VALID)
-    script = (
-        "import sys\nfrom engine.cli.skillspec import main\n"
-        "rc = main(['validate', sys.argv[1]])\n"
-        "print('TEXTUAL' if any(m.startswith('textual') for m in sys.modules) else 'CLEAN')\n"
-        "sys.exit(rc)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, cwd=ROOT
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().endswith("CLEAN")

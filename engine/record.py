@@ -1,0 +1,40 @@
+"""Immutable value classes for the modules every fast command imports, without ``dataclasses``.
+
+Why not frozen dataclasses there: importing ``dataclasses`` loads
+``inspect`` (about 42M instructions, ~15 ms of a cold start) and every frozen
+dataclass generates six methods through ``exec`` (~1 ms each class). The
+command hook runs once per agent tool call and ``skillspec validate`` from
+pre-commit hooks; the errors, positions and spec reports they import are
+built on :class:`Record` instead.
+
+A record lists its fields in ``__match_args__`` (in constructor order, as a
+dataclass would) and in ``__slots__``, assigns each once in ``__init__`` as
+``Final`` (so mypy refuses any later assignment, as it does for a frozen
+dataclass) and gets from this base the equality, hash and repr a frozen
+dataclass generates: equal only to the same class with equal fields, hashed
+by its fields (unhashable when a field is), printed ``Name(field=value, ...)``.
+"""
+
+from __future__ import annotations
+
+
+class Record:
+    """Base of an immutable value class; see the module docstring for the contract."""
+
+    __slots__ = ()
+    __match_args__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__match_args__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
+        return f"{type(self).__qualname__}({fields})"

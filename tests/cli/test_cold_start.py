@@ -1,0 +1,267 @@
+"""The two commands that must start fast import only what they use (issues 10 and 14).
+
+``harness hook claude-code`` runs once per agent tool call and ``skillspec
+validate`` from shells and pre-commit hooks, so their import sets are pinned
+here: a later change that pulls argparse, the command registry, another
+command's module, aiohttp, OpenTelemetry, protobuf or the CEL runtime into
+them, PyYAML or tomllib (for a plain harness.toml) into the hook, or sqlite3
+or dataclasses (with inspect) into validate, fails a test instead of silently
+costing every call. The engine modules each path may load are listed
+exactly; adding one to a path means adding it here, on purpose.
+
+Their plain-argument fast paths are also checked against argparse: whatever
+they accept, argparse reads the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.cli import cmd_hook, harness, skillspec
+from engine.cli.registry import Program
+from tests.cli.test_skillspec_check import VALID, write
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "serve" / "fixtures"
+
+#: Never on either fast path.
+HEAVY = {
+    "aiohttp",
+    "argparse",
+    "asyncio",
+    "cel_expr_python",
+    "celpy",
+    "google",
+    "opentelemetry",
+    "prometheus_client",
+    "rich",
+    "textual",
+}
+
+#: What a PreToolUse call may load: config, the store, holds and stops, the handler.
+HOOK_ENGINE = {
+    "engine",
+    "engine.capped",
+    "engine.cli",
+    "engine.cli.cmd_hook",
+    "engine.cli.common",
+    "engine.cli.harness",
+    "engine.config",
+    "engine.durations",
+    "engine.errors",
+    "engine.journal",
+    "engine.journal.rows",
+    "engine.journal.schema",
+    "engine.plaintoml",
+    "engine.policy",
+    "engine.policy.schema",
+    "engine.record",
+    "engine.rules",
+    "engine.rules.holds",
+    "engine.rules.lifecycle_schema",
+    "engine.rules.schema",
+    "engine.rules.stops",
+    "engine.serve",
+    "engine.serve.canon",
+    "engine.serve.derive",
+    "engine.serve.gate",
+    "engine.serve.handler",
+    "engine.serve.hooks",
+    "engine.store",
+    "engine.store.db",
+    "engine.store.migrations",
+    "engine.timefmt",
+    "engine.views",
+    "engine.views.store_schema",
+}
+#: A call that journals rows (PostToolUse) also loads the writer.
+WRITER = {"engine.journal.lines", "engine.journal.writer", "engine.store.txn"}
+
+VALIDATE_ENGINE = {
+    "engine",
+    "engine.capped",
+    "engine.cli",
+    "engine.cli.cmd_spec_check",
+    "engine.cli.common",
+    "engine.cli.skillspec",
+    "engine.errors",
+    "engine.record",
+    "engine.skillspec",
+    "engine.skillspec.files",
+    "engine.skillspec.imports",
+    "engine.skillspec.load",
+    "engine.skillspec.schema",
+    "engine.skillspec.structure",
+    "engine.skillspec.validate",
+    "engine.yamlsrc",
+}
+
+
+def loaded_after(code: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+    """(exit code, top-level and engine module names) once ``code`` ran ``main`` in a new process.
+
+    ``code`` leaves the exit code in ``rc``; the module names come back on
+    stderr's last line because stdout is the command's own output.
+    """
+    script = (
+        "import sys, json\n" + code + "\nnames = {m.split('.')[0] for m in sys.modules} | "
+        "{m for m in sys.modules if m.startswith('engine')}\n"
+        "print(json.dumps({'rc': rc, 'modules': sorted(names)}), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["rc"], set(report["modules"])
+
+
+def hook_modules(tmp_path: Path, event: str) -> tuple[int, set[str]]:
+    config = tmp_path / "harness.toml"
+    config.write_text('[serve]\nloop_guard = 8\ncollision_window = "10m"\n')
+    env = {"PATH": "/usr/bin:/bin", "HARNESS_CONFIG": str(config), "PYTHONPATH": str(ROOT)}
+    argv = ["hook", "claude-code", "--harness", "h01", "--store", str(tmp_path / "j.db")]
+    code = (
+        "import io\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({(FIXTURES / f'{event}.json').read_bytes()!r}))\n"
+        "from engine.cli.harness import main\n"
+        f"rc = main({argv!r})\n"
+    )
+    return loaded_after(code, env)
+
+
+def test_a_pre_tool_use_hook_loads_only_the_gate_path(tmp_path: Path) -> None:
+    rc, loaded = hook_modules(tmp_path, "PreToolUse")
+    assert rc == 0
+    assert not loaded & (HEAVY | {"yaml", "hashlib", "tomllib"})
+    assert {m for m in loaded if m.startswith("engine")} <= HOOK_ENGINE
+
+
+def test_a_post_tool_use_hook_adds_only_the_writer(tmp_path: Path) -> None:
+    rc, loaded = hook_modules(tmp_path, "PostToolUse")
+    assert rc == 0
+    assert not loaded & (HEAVY | {"yaml", "tomllib"})
+    engine = {m for m in loaded if m.startswith("engine")}
+    assert engine <= HOOK_ENGINE | WRITER
+    assert engine >= WRITER  # it did journal its row
+
+
+def test_skillspec_validate_loads_only_the_checker(tmp_path: Path) -> None:
+    # (This replaces the older check that the console script does not import Textual.)
+    path = write(tmp_path, VALID)
+    rc, loaded = loaded_after(
+        f"from engine.cli.skillspec import main\nrc = main(['validate', {str(path)!r}])"
+    )
+    assert rc == 0
+    assert not loaded & (HEAVY | {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect"})
+    assert {m for m in loaded if m.startswith("engine")} <= VALIDATE_ENGINE
+
+
+# -- the plain-argument fast paths read what argparse reads ---------------------------------
+
+WORDS = st.sampled_from(
+    [
+        "claude-code",
+        "validate",
+        "--harness",
+        "--project",
+        "--store",
+        "--json",
+        "--store=x",
+        "--har",
+        "--js",
+        "-h",
+        "--help",
+        "--",
+        "h1",
+        "x.db",
+        "-1",
+        "",
+        "spec.yml",
+        "atlas",
+    ]
+)
+
+
+def argparse_reads(program: Program, argv: list[str]) -> dict[str, object] | None:
+    """What argparse makes of ``argv`` (handler dropped), or None when it refuses or prints help."""
+    parser = program.build_parser()
+    _quiet(parser)
+    try:
+        return {k: v for k, v in vars(parser.parse_args(argv)).items() if k != "handler"}
+    except _Refused:
+        return None
+
+
+class _Refused(Exception):
+    pass
+
+
+def _no_exit(*_args: object, **_kwargs: object) -> None:
+    raise _Refused
+
+
+def _quiet(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser`` and its subparsers raise instead of exiting (help still prints)."""
+    parser.exit = _no_exit  # type: ignore[method-assign]
+    parser.error = _no_exit  # type: ignore[method-assign]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _quiet(sub)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(WORDS, max_size=7))
+def test_the_hook_fast_path_reads_plain_arguments_as_argparse_does(words: list[str]) -> None:
+    argv = ["hook", "claude-code", *words[1:]] if words[:1] != ["--"] else ["hook", *words]
+    quick = cmd_hook.plain_args(argv[1:])
+    if quick is None:
+        return
+    assert quick.handler is cmd_hook.cmd_claude_code
+    full = Program("harness", harness.DESCRIPTION, (cmd_hook.register,))
+    read = argparse_reads(full, argv)
+    assert read == {k: v for k, v in vars(quick).items() if k != "handler"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(WORDS, max_size=4))
+def test_the_validate_fast_path_reads_plain_arguments_as_argparse_does(words: list[str]) -> None:
+    argv = ["validate", *words]
+    quick = skillspec.plain_validate_args(argv)
+    if quick is None:
+        return
+    assert quick.handler is not None
+    read = argparse_reads(skillspec.program(), argv)
+    assert read == {k: v for k, v in vars(quick).items() if k != "handler"}
+
+
+def test_the_fast_paths_take_the_usual_forms_and_leave_the_rest_to_argparse() -> None:
+    hook = cmd_hook.plain_args
+    assert vars(hook(["claude-code"]) or argparse.Namespace()) == {
+        "harness": None,
+        "project": None,
+        "store": None,
+        "handler": cmd_hook.cmd_claude_code,
+    }
+    assert hook(["claude-code", "--harness", "h1", "--store", "j.db"]) is not None
+    for argv in (
+        ["claude-code", "--harness=h1"],
+        ["claude-code", "--har", "h1"],
+        ["claude-code", "--harness", "h1", "--harness", "h2"],
+        ["claude-code", "--harness", "-h"],
+        ["claude-code", "--help"],
+        ["codex"],
+        [],
+    ):
+        assert hook(argv) is None, argv
+    validate = skillspec.plain_validate_args
+    assert vars(validate(["validate", "--json", "s.yml"]) or argparse.Namespace())["json"]
+    for argv in (["validate"], ["validate", "-s.yml"], ["validate", "a", "b"], ["test", "s"]):
+        assert validate(argv) is None, argv
