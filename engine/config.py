@@ -12,8 +12,8 @@ Importing and reading it stay cheap, because ``harness hook claude-code``
 reads the config once per agent tool call: a plain file is read by
 :mod:`engine.plaintoml` (tomllib only for anything else, and for every
 syntax error), the regular expressions are compiled on first use, and the
-two tables nothing rebuilds with ``dataclasses.replace`` (``[serve]``, a
-policy repo) are :class:`~engine.record.Record` s, cheap to define.
+value classes are :class:`~engine.record.Record` s: defining frozen
+dataclasses would import ``dataclasses`` and ``inspect`` on every call.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,15 +71,25 @@ class PolicyRepo(Record):
         self.branch: Final = branch
 
 
-@dataclass(frozen=True, slots=True)
-class RulesConfig:
+class RulesConfig(Record):
     """``[memory.rules]``: which rules may act (enforce), which are off, and their limits."""
 
-    enforce: tuple[str, ...] = ()
-    disable: tuple[str, ...] = ()
-    shadow_period_ms: int = DEFAULT_SHADOW_PERIOD_MS
-    cost_limit: int = DEFAULT_COST_LIMIT
-    actions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    __slots__ = ("actions", "cost_limit", "disable", "enforce", "shadow_period_ms")
+    __match_args__ = ("enforce", "disable", "shadow_period_ms", "cost_limit", "actions")
+
+    def __init__(
+        self,
+        enforce: tuple[str, ...] = (),
+        disable: tuple[str, ...] = (),
+        shadow_period_ms: int = DEFAULT_SHADOW_PERIOD_MS,
+        cost_limit: int = DEFAULT_COST_LIMIT,
+        actions: dict[str, tuple[str, ...]] | None = None,
+    ) -> None:
+        self.enforce: Final = enforce
+        self.disable: Final = disable
+        self.shadow_period_ms: Final = shadow_period_ms
+        self.cost_limit: Final = cost_limit
+        self.actions: Final[dict[str, tuple[str, ...]]] = {} if actions is None else actions
 
 
 DEFAULT_LISTEN = "127.0.0.1:4318"
@@ -131,20 +140,57 @@ class ServeConfig(Record):
         self.max_body: Final = max_body
 
 
-@dataclass(frozen=True, slots=True)
-class HarnessConfig:
-    """The parsed config. ``source`` is None when no file exists (all defaults)."""
+class HarnessConfig(Record):
+    """The parsed config. ``source`` is None when no file exists (all defaults).
 
-    source: Path | None = None
-    store_path: Path | None = None
-    retention_days: int = DEFAULT_RETENTION_DAYS
-    rules: RulesConfig = field(default_factory=RulesConfig)
-    rule_miners: tuple[str, ...] = ()
-    policy_repos: tuple[PolicyRepo, ...] = ()
-    console_specs: tuple[str, ...] = ()
-    serve: ServeConfig = field(default_factory=ServeConfig)
-    #: ``[console] stale_after``: a running harness silent this long is shown as stale.
-    console_stale_after_ms: int = DEFAULT_STALE_AFTER_MS
+    ``console_stale_after_ms``: ``[console] stale_after``, how long a running harness may be silent
+    before the console shows it as stale. Rebuild one with :meth:`Record.replace`.
+    """
+
+    __slots__ = (
+        "console_specs",
+        "console_stale_after_ms",
+        "policy_repos",
+        "retention_days",
+        "rule_miners",
+        "rules",
+        "serve",
+        "source",
+        "store_path",
+    )
+    __match_args__ = (
+        "source",
+        "store_path",
+        "retention_days",
+        "rules",
+        "rule_miners",
+        "policy_repos",
+        "console_specs",
+        "serve",
+        "console_stale_after_ms",
+    )
+
+    def __init__(
+        self,
+        source: Path | None = None,
+        store_path: Path | None = None,
+        retention_days: int = DEFAULT_RETENTION_DAYS,
+        rules: RulesConfig | None = None,
+        rule_miners: tuple[str, ...] = (),
+        policy_repos: tuple[PolicyRepo, ...] = (),
+        console_specs: tuple[str, ...] = (),
+        serve: ServeConfig | None = None,
+        console_stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
+    ) -> None:
+        self.source: Final = source
+        self.store_path: Final = store_path
+        self.retention_days: Final = retention_days
+        self.rules: Final[RulesConfig] = RulesConfig() if rules is None else rules
+        self.rule_miners: Final = rule_miners
+        self.policy_repos: Final = policy_repos
+        self.console_specs: Final = console_specs
+        self.serve: Final[ServeConfig] = ServeConfig() if serve is None else serve
+        self.console_stale_after_ms: Final = console_stale_after_ms
 
     def resolved_store_path(self) -> Path:
         return self.store_path or default_store_path()

@@ -17,6 +17,11 @@ by its fields (unhashable when a field is), printed ``Name(field=value, ...)``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Self
+
 
 class Record:
     """Base of an immutable value class; see the module docstring for the contract."""
@@ -38,3 +43,14 @@ class Record:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
         return f"{type(self).__qualname__}({fields})"
+
+    def replace(self, **changes: object) -> Self:
+        """A copy with ``changes`` applied, as ``dataclasses.replace`` makes one.
+
+        An unknown field name is a TypeError, so a misspelt change never passes silently.
+        """
+        unknown = changes.keys() - set(self.__match_args__)
+        if unknown:
+            raise TypeError(f"{type(self).__qualname__} has no field {sorted(unknown)[0]!r}")
+        values = {name: changes.get(name, getattr(self, name)) for name in self.__match_args__}
+        return type(self)(**values)

@@ -27,12 +27,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import engine.journal.schema  # noqa: F401  (hands the journal's tables to the store)
 from engine.journal.rows import InsertRow
 from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
+from engine.record import Record
 from engine.store.db import connect
 
 DEFAULT_CAPACITY = 10_000
@@ -43,14 +44,19 @@ DEFAULT_BATCH = 5_000
 _CHECK_CHUNK = 128
 
 
-@dataclass(frozen=True, slots=True)
-class WriterStats:
-    offered: int
-    dropped: int
-    admitted: int
-    refused: int
-    ticks: int
-    batches: int
+class WriterStats(Record):
+    __slots__ = ("admitted", "batches", "dropped", "offered", "refused", "ticks")
+    __match_args__ = ("offered", "dropped", "admitted", "refused", "ticks", "batches")
+
+    def __init__(
+        self, offered: int, dropped: int, admitted: int, refused: int, ticks: int, batches: int
+    ) -> None:
+        self.offered: Final = offered
+        self.dropped: Final = dropped
+        self.admitted: Final = admitted
+        self.refused: Final = refused
+        self.ticks: Final = ticks
+        self.batches: Final = batches
 
 
 class _Checked:

@@ -34,11 +34,11 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from engine.journal.lines import MAX_LINE_CHARS
 from engine.journal.rows import INSERT_COLUMNS, InsertRow, RowError, check_values, row_from_mapping
+from engine.record import Record
 from engine.store.txn import immediate
 from engine.timefmt import iso_ms
 
@@ -74,45 +74,91 @@ def tick_row(at: int) -> InsertRow:
     return (at, *_TICK_TAIL)
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(Record):
     """One refused row: its position in the offered batch, the field and why."""
 
-    index: int
-    field: str
-    problem: str
+    __slots__ = ("field", "index", "problem")
+    __match_args__ = ("index", "field", "problem")
+
+    def __init__(self, index: int, field: str, problem: str) -> None:
+        self.index: Final = index
+        self.field: Final = field
+        self.problem: Final = problem
 
 
-@dataclass(frozen=True, slots=True)
-class AdmitResult:
+class AdmitResult(Record):
     """What one admission did. ``first_seq``/``last_seq`` are 0 when nothing was stored."""
 
-    admitted: int
-    ticks: int
-    refused: tuple[Refusal, ...]
-    first_seq: int
-    last_seq: int
-    at: int
+    __slots__ = ("admitted", "at", "first_seq", "last_seq", "refused", "ticks")
+    __match_args__ = ("admitted", "ticks", "refused", "first_seq", "last_seq", "at")
+
+    def __init__(
+        self,
+        admitted: int,
+        ticks: int,
+        refused: tuple[Refusal, ...],
+        first_seq: int,
+        last_seq: int,
+        at: int,
+    ) -> None:
+        self.admitted: Final = admitted
+        self.ticks: Final = ticks
+        self.refused: Final = refused
+        self.first_seq: Final = first_seq
+        self.last_seq: Final = last_seq
+        self.at: Final = at
 
 
-@dataclass(frozen=True, slots=True)
-class ImportResult:
+class ImportResult(Record):
     """What a history import stored (rows from the input, plus synthesised ticks)."""
 
-    admitted: int
-    ticks: int
-    skipped_ticks: int
-    first_seq: int
-    last_seq: int
-    first_at: int
-    last_at: int
+    __slots__ = (
+        "admitted",
+        "first_at",
+        "first_seq",
+        "last_at",
+        "last_seq",
+        "skipped_ticks",
+        "ticks",
+    )
+    __match_args__ = (
+        "admitted",
+        "ticks",
+        "skipped_ticks",
+        "first_seq",
+        "last_seq",
+        "first_at",
+        "last_at",
+    )
+
+    def __init__(
+        self,
+        admitted: int,
+        ticks: int,
+        skipped_ticks: int,
+        first_seq: int,
+        last_seq: int,
+        first_at: int,
+        last_at: int,
+    ) -> None:
+        self.admitted: Final = admitted
+        self.ticks: Final = ticks
+        self.skipped_ticks: Final = skipped_ticks
+        self.first_seq: Final = first_seq
+        self.last_seq: Final = last_seq
+        self.first_at: Final = first_at
+        self.last_at: Final = last_at
 
 
-@dataclass(slots=True)
 class _Marks:
-    last_seq: int
-    last_at: int
-    last_tick_at: int | None
+    """The writer's running high-water marks (mutable: one per committer)."""
+
+    __slots__ = ("last_at", "last_seq", "last_tick_at")
+
+    def __init__(self, last_seq: int, last_at: int, last_tick_at: int | None) -> None:
+        self.last_seq = last_seq
+        self.last_at = last_at
+        self.last_tick_at = last_tick_at
 
 
 def read_marks(conn: sqlite3.Connection) -> tuple[int, int, int | None]:

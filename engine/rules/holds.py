@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from engine.errors import Diagnostic, InputError
 from engine.journal.rows import COLUMNS
+from engine.record import Record
 from engine.timefmt import iso_ms
 
 SKIP_REASON = "rule_hold"
@@ -45,21 +45,73 @@ class Evaluable(Protocol):
     def evaluate(self, event: Mapping[str, object], now_ms: int, host: Any) -> EvalOutcome: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
-    id: int
-    harness: str
-    fire_id: int | None
-    rule: str
-    hash: str
-    event_seq: int
-    created_seq: int
-    created_at: int
-    reason: str
-    released_at: int | None = None
-    released_seq: int | None = None
-    released_by: str | None = None
-    release_reason: str | None = None
+class Hold(Record):
+    """One rule hold on a harness, as ``rule_holds`` stores it (``released_at`` set once freed).
+
+    Holds, stops and the gate's answer are Records rather than frozen dataclasses: the command
+    hook imports this module on every agent tool call, and ``dataclasses`` costs it ~15 ms.
+    """
+
+    __slots__ = (
+        "created_at",
+        "created_seq",
+        "event_seq",
+        "fire_id",
+        "harness",
+        "hash",
+        "id",
+        "reason",
+        "release_reason",
+        "released_at",
+        "released_by",
+        "released_seq",
+        "rule",
+    )
+    __match_args__ = (
+        "id",
+        "harness",
+        "fire_id",
+        "rule",
+        "hash",
+        "event_seq",
+        "created_seq",
+        "created_at",
+        "reason",
+        "released_at",
+        "released_seq",
+        "released_by",
+        "release_reason",
+    )
+
+    def __init__(
+        self,
+        id: int,
+        harness: str,
+        fire_id: int | None,
+        rule: str,
+        hash: str,
+        event_seq: int,
+        created_seq: int,
+        created_at: int,
+        reason: str,
+        released_at: int | None = None,
+        released_seq: int | None = None,
+        released_by: str | None = None,
+        release_reason: str | None = None,
+    ) -> None:
+        self.id: Final = id
+        self.harness: Final = harness
+        self.fire_id: Final = fire_id
+        self.rule: Final = rule
+        self.hash: Final = hash
+        self.event_seq: Final = event_seq
+        self.created_seq: Final = created_seq
+        self.created_at: Final = created_at
+        self.reason: Final = reason
+        self.released_at: Final = released_at
+        self.released_seq: Final = released_seq
+        self.released_by: Final = released_by
+        self.release_reason: Final = release_reason
 
     @property
     def active(self) -> bool:
@@ -181,12 +233,15 @@ def release_by_operator(
     return released
 
 
-@dataclass(frozen=True, slots=True)
-class AdmissionCheck:
+class AdmissionCheck(Record):
     """What a supervisor needs before admitting a run: held or free, and why."""
 
-    harness: str
-    holds: tuple[Hold, ...]
+    __slots__ = ("harness", "holds")
+    __match_args__ = ("harness", "holds")
+
+    def __init__(self, harness: str, holds: tuple[Hold, ...]) -> None:
+        self.harness: Final = harness
+        self.holds: Final = holds
 
     @property
     def held(self) -> bool:
@@ -270,31 +325,64 @@ def reevaluate_on_tick(
     return released
 
 
-@dataclass(frozen=True, slots=True)
-class HoldSpan:
+class HoldSpan(Record):
     """A simulated hold in a backtest: from the fire to the tick that released it."""
 
-    rule: str
-    harness: str
-    event_seq: int
-    start_seq: int
-    start_at: int
-    end_seq: int | None = None
-    end_at: int | None = None
-    end_reason: str | None = None
+    __slots__ = (
+        "end_at",
+        "end_reason",
+        "end_seq",
+        "event_seq",
+        "harness",
+        "rule",
+        "start_at",
+        "start_seq",
+    )
+    __match_args__ = (
+        "rule",
+        "harness",
+        "event_seq",
+        "start_seq",
+        "start_at",
+        "end_seq",
+        "end_at",
+        "end_reason",
+    )
+
+    def __init__(
+        self,
+        rule: str,
+        harness: str,
+        event_seq: int,
+        start_seq: int,
+        start_at: int,
+        end_seq: int | None = None,
+        end_at: int | None = None,
+        end_reason: str | None = None,
+    ) -> None:
+        self.rule: Final = rule
+        self.harness: Final = harness
+        self.event_seq: Final = event_seq
+        self.start_seq: Final = start_seq
+        self.start_at: Final = start_at
+        self.end_seq: Final = end_seq
+        self.end_at: Final = end_at
+        self.end_reason: Final = end_reason
 
     @property
     def duration_ms(self) -> int | None:
         return None if self.end_at is None else self.end_at - self.start_at
 
 
-@dataclass(slots=True)
 class SimulatedHolds:
     """The same hold lifecycle as the store, in memory, for backtests."""
 
-    active: list[HoldSpan] = field(default_factory=list)
-    done: list[HoldSpan] = field(default_factory=list)
-    events: dict[int, Mapping[str, object]] = field(default_factory=dict)
+    __slots__ = ("active", "done", "events")
+
+    def __init__(self) -> None:
+        self.active: list[HoldSpan] = []
+        self.done: list[HoldSpan] = []
+        self.events: dict[int, Mapping[str, object]] = {}
 
     def on_fire(self, rule: str, harness: str, event: Mapping[str, object]) -> None:
         """A fire that acts at hold: open a span unless one is open for (rule, harness)."""

@@ -12,8 +12,9 @@ its ``loop_stopped`` journal rows, which carry the run already.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from typing import Final
 
+from engine.record import Record
 from engine.store.migrations import register_migration
 
 SCHEMA_V1 = """
@@ -33,16 +34,21 @@ CREATE INDEX run_stops_harness_run ON run_stops (harness, run)
 MIGRATION = register_migration(5, "run_stops", SCHEMA_V1)
 
 
-@dataclass(frozen=True, slots=True)
-class RunStop:
+class RunStop(Record):
     """One stopped run and why. ``rule`` is ``loop_guard`` for the loop guard's stops."""
 
-    harness: str
-    run: str
-    rule: str
-    fire_id: int | None
-    event_seq: int
-    reason: str
+    __slots__ = ("event_seq", "fire_id", "harness", "reason", "rule", "run")
+    __match_args__ = ("harness", "run", "rule", "fire_id", "event_seq", "reason")
+
+    def __init__(
+        self, harness: str, run: str, rule: str, fire_id: int | None, event_seq: int, reason: str
+    ) -> None:
+        self.harness: Final = harness
+        self.run: Final = run
+        self.rule: Final = rule
+        self.fire_id: Final = fire_id
+        self.event_seq: Final = event_seq
+        self.reason: Final = reason
 
 
 def record_stop(

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass
+from typing import Final
 
+from engine.record import Record
 from engine.rules.holds import Hold, active_holds
 from engine.rules.stops import RunStop, stop_for_run
 
@@ -37,12 +38,15 @@ class GateUnavailable(RuntimeError):
         self.busy = busy
 
 
-@dataclass(frozen=True, slots=True)
-class GateState:
+class GateState(Record):
     """What the store says about one (harness, run) right now."""
 
-    holds: tuple[Hold, ...] = ()
-    stop: RunStop | None = None
+    __slots__ = ("holds", "stop")
+    __match_args__ = ("holds", "stop")
+
+    def __init__(self, holds: tuple[Hold, ...] = (), stop: RunStop | None = None) -> None:
+        self.holds: Final = holds
+        self.stop: Final = stop
 
 
 def read_state(

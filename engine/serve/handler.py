@@ -14,9 +14,10 @@ from __future__ import annotations
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import Final
 
 from engine.journal.rows import InsertRow, RowError
+from engine.record import Record
 from engine.rules.stops import RunStop, loop_reason
 from engine.serve.derive import EDIT_TOOLS, Deriver, LoopTrip
 from engine.serve.gate import GateState, answer
@@ -32,13 +33,16 @@ from engine.serve.hooks import (
 MAX_TRIPS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class Offered:
+class Offered(Record):
     """What happened to a mapped payload's rows: queued, dropped (queue full), refused."""
 
-    queued: int
-    dropped: int
-    refused: int
+    __slots__ = ("dropped", "queued", "refused")
+    __match_args__ = ("queued", "dropped", "refused")
+
+    def __init__(self, queued: int, dropped: int, refused: int) -> None:
+        self.queued: Final = queued
+        self.dropped: Final = dropped
+        self.refused: Final = refused
 
 
 class HookHandler:

@@ -19,9 +19,10 @@ Events and what they become:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Final
 
 from engine.journal.rows import InsertRow, RowError
+from engine.record import Record
 from engine.serve.canon import cause_digest, digest, ident, journal_path, project_of
 from engine.serve.derive import EDIT_TOOLS, Deriver, LoopTrip, make_row
 
@@ -48,18 +49,31 @@ class PayloadError(ValueError):
     """The payload is not a hook payload at all (not an object, no event name)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Mapped:
+class Mapped(Record):
     """One hook payload, mapped: its event label, identity, rows and refusals."""
 
-    event: str
-    harness: str
-    project: str | None
-    run: str | None
-    rows: tuple[InsertRow, ...] = ()
-    refused: tuple[str, ...] = ()
-    trip: LoopTrip | None = None
-    ignored: bool = False
+    __slots__ = ("event", "harness", "ignored", "project", "refused", "rows", "run", "trip")
+    __match_args__ = ("event", "harness", "project", "run", "rows", "refused", "trip", "ignored")
+
+    def __init__(
+        self,
+        event: str,
+        harness: str,
+        project: str | None,
+        run: str | None,
+        rows: tuple[InsertRow, ...] = (),
+        refused: tuple[str, ...] = (),
+        trip: LoopTrip | None = None,
+        ignored: bool = False,
+    ) -> None:
+        self.event: Final = event
+        self.harness: Final = harness
+        self.project: Final = project
+        self.run: Final = run
+        self.rows: Final = rows
+        self.refused: Final = refused
+        self.trip: Final = trip
+        self.ignored: Final = ignored
 
 
 def event_label(name: object) -> str:

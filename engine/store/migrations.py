@@ -20,16 +20,21 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from dataclasses import dataclass
+from typing import Final
+
+from engine.record import Record
 
 
-@dataclass(frozen=True)
-class Migration:
+class Migration(Record):
     """One schema step: its version (1, 2, 3, … with no gaps), owner name and SQL script."""
 
-    version: int
-    name: str
-    sql: str
+    __slots__ = ("name", "sql", "version")
+    __match_args__ = ("version", "name", "sql")
+
+    def __init__(self, version: int, name: str, sql: str) -> None:
+        self.version: Final = version
+        self.name: Final = name
+        self.sql: Final = sql
 
 
 _LOCK = threading.Lock()

@@ -115,10 +115,8 @@ def _wall_ms() -> int:
 
 def demo_config(base: HarnessConfig) -> HarnessConfig:
     """``base`` plus the demo's in-memory enforce entry (nothing is written)."""
-    rules = dataclasses.replace(
-        base.rules, enforce=tuple(dict.fromkeys((*base.rules.enforce, DEMO_ENFORCE)))
-    )
-    return dataclasses.replace(base, rules=rules)
+    rules = base.rules.replace(enforce=tuple(dict.fromkeys((*base.rules.enforce, DEMO_ENFORCE))))
+    return base.replace(rules=rules)
 
 
 def write_demo_policy(directory: Path) -> Path:

@@ -199,7 +199,6 @@ async def test_fleet_one_scale_blank_zeros(make_app: AppFactory) -> None:
 
 async def test_fleet_marks_stale_running_harnesses(make_app: AppFactory) -> None:
     """Item 6: `running` with a last event long ago is marked stale (threshold configurable)."""
-    import dataclasses
 
     from engine.config import HarnessConfig, parse_config
     from engine.views.live import demo_config
@@ -207,7 +206,7 @@ async def test_fleet_marks_stale_running_harnesses(make_app: AppFactory) -> None
 
     parsed = parse_config('[console]\nstale_after = "3h"\n', "harness.toml")
     assert parsed.console_stale_after_ms == 3 * 3_600_000
-    config = dataclasses.replace(demo_config(HarnessConfig()), console_stale_after_ms=3_600_000)
+    config = demo_config(HarnessConfig()).replace(console_stale_after_ms=3_600_000)
     app = make_app(initial="fleet", live=False, config=config, clock_ms=END_MS + 19 * 3_600_000)
     async with app.run_test(size=(160, 45)) as pilot:
         fleet = app.query_one(FleetPane)

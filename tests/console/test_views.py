@@ -296,7 +296,6 @@ def test_backtest_until_bounds_the_range(store: Path, policy_dir: Path) -> None:
 
 
 def test_rule_rows_disabled_by_config_and_by_error(store: Path, policy_dir: Path) -> None:
-    import dataclasses
 
     config = demo_config(HarnessConfig())
     rules = [c.rule for c in load_console_rules(config, policy_dir).rules]
@@ -305,9 +304,7 @@ def test_rule_rows_disabled_by_config_and_by_error(store: Path, policy_dir: Path
         "INSERT OR REPLACE INTO rule_state (name, hash, state, error, updated_at)"
         " VALUES ('file_churn', 'x', 'disabled', 'cost limit exceeded', 0)"
     )
-    silenced = dataclasses.replace(
-        config, rules=dataclasses.replace(config.rules, disable=("file_collision",))
-    )
+    silenced = config.replace(rules=config.rules.replace(disable=("file_collision",)))
     rows = {r.name: r for r in rule_rows(conn, rules, silenced)}
     assert rows["file_churn"].state == "disabled"
     assert rows["file_churn"].error == "cost limit exceeded"
