@@ -26,11 +26,29 @@ _SPACE = re.compile(r"\s+")
 #: One encoder for every digest: ``json.dumps`` with these options builds a new
 #: encoder per call, which cost more than the encoding of a typical tool input.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_encode_str = json.encoder.encode_basestring
+#: The C encoder ``_CANONICAL.encode`` would build on every call, built once.
+#: ``JSONEncoder.encode`` makes a fresh one (and a float formatter closure) per
+#: value, which was half the cost of digesting a small tool input, and serve
+#: digests one per record. It keeps no circular-reference markers (they would
+#: be shared state between calls and threads): every value digested here comes
+#: from ``json.loads`` or an OTLP AnyValue, neither of which can be circular (a
+#: circular value would raise RecursionError instead of ValueError).
+_c_make = getattr(json.encoder, "c_make_encoder", None)
+_C_CANONICAL = (
+    None
+    if _c_make is None
+    else _c_make(None, _CANONICAL.default, _encode_str, None, ":", ",", True, False, True)
+)
 
 
 def canonical_json(value: object) -> str:
     """The canonical JSON text of ``value``: sorted keys, no whitespace, UTF-8 kept."""
-    return _CANONICAL.encode(value)
+    if type(value) is str:
+        return _encode_str(value)
+    if _C_CANONICAL is None:
+        return _CANONICAL.encode(value)
+    return "".join(_C_CANONICAL(value, 0))
 
 
 def digest(value: object) -> str:
