@@ -234,7 +234,7 @@ def map_request(
             for rec in sl.log_records:
                 rec_attrs = wanted_attrs(rec.attributes)
                 name = event_name(rec, rec_attrs, service)
-                label = name_label(name, seen)
+                label = name if name in TOOL_RESULTS else name_label(name, seen)
                 if identity is None:
                     out.reject(label, "resource attribute harness.id missing or not an identifier")
                     continue
@@ -310,6 +310,10 @@ def _args(a: Mapping[str, object]) -> tuple[str | None, object]:
     return None, None
 
 
+#: The tools whose arguments name paths; any other tool has none (skips a call per record).
+_PATH_TOOLS = EDIT_TOOLS | PATCH_TOOLS
+
+
 def _paths(tool: str, parsed: object) -> list[str]:
     found: list[str] = []
     if tool in EDIT_TOOLS and isinstance(parsed, Mapping):
@@ -351,7 +355,7 @@ def _tool_result(
     cause = None
     if outcome == "error":
         cause = cause_digest(a.get("error") if "error" in a else a.get("output"))
-    paths = _paths(tool, parsed)
+    paths = _paths(tool, parsed) if tool in _PATH_TOOLS else []
     # The tool_call row in INSERT_COLUMNS order: what make_row would build, but
     # without its keyword plumbing and without check_values, because every
     # value is already of its journal shape by construction: identifiers
