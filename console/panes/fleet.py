@@ -54,6 +54,10 @@ class FleetPane(StorePane):
     def poll(self) -> None:
         self._load()
 
+    def poll_key(self) -> tuple[int, ...]:
+        # ages and staleness move with the clock and the config, not only with the store
+        return (self.context.clock() // 60_000, self.context.current_config.console_stale_after_ms)
+
     def action_refresh(self) -> None:
         self._load(force=True)
 

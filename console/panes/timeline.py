@@ -28,6 +28,7 @@ from console.context import ConsoleContext
 from console.messages import ShowPane
 from console.panes.fires import FiresPane
 from engine.errors import HarnessError
+from engine.views.changes import file_stamp
 from engine.views.timeline import (
     ZOOMS,
     Cell,
@@ -207,6 +208,8 @@ class TimelinePane(Vertical):
         self.painted_at = 0.0
         self.paint_ms = 0.0
         self._asked = 0.0
+        #: The store's files at the last timer poll.
+        self._stamp: tuple[int, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static("loading the timeline …", id="timeline-status", classes="status-line")
@@ -241,6 +244,11 @@ class TimelinePane(Vertical):
 
     def _poll(self) -> None:
         if self.timeline is not None and self.is_on_screen and self.end_ms is None:
+            # a stat first: no worker, connection or query while the store stands still
+            stamp = file_stamp(self.context.store_path)
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
             self._load(self.zoom, self._columns(), None, self.signature)
 
     @work(thread=True, exclusive=True, group="timeline")

@@ -1,0 +1,137 @@
+"""An idle console costs no CPU: every poller backs off on a static store, and still sees a change.
+
+Issue 11 (item 10): the Fires tail, the embedded evaluator and the panes' timers
+each woke many times a second on a store nothing wrote to. These tests pin the
+pacing by counting looks and reading the backoff state, never by timing a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from console.messages import Backlog
+from console.panes.fires import TAIL_IDLE_S, FiresPane
+from console.panes.fleet import FleetPane
+from engine.config import HarnessConfig
+from engine.journal.writer import Committer
+from engine.store.db import connect
+from engine.views.changes import Backoff
+from engine.views.live import demo_config, run_evaluator
+from tests.console.conftest import AppFactory, until
+from tests.console.test_panes import _add_fire
+from tests.journal._util import tool_call
+
+
+def test_backoff_doubles_while_quiet_up_to_its_cap_and_snaps_back_on_a_change() -> None:
+    pace = Backoff(0.05, 0.5)
+    waits = [pace.saw(False) for _ in range(7)]
+    assert waits == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5, 0.5]
+    assert pace.saw(True) == 0.05
+    assert pace.saw(False) == 0.05  # the first quiet look right after a change stays fast
+    assert pace.saw(False) == 0.1
+
+
+@pytest.mark.parametrize(("fast", "slow", "factor"), [(0, 1, 2), (1, 0.5, 2), (0.1, 1, 1)])
+def test_backoff_refuses_a_pace_that_never_waits_or_never_grows(
+    fast: float, slow: float, factor: float
+) -> None:
+    with pytest.raises(ValueError, match="fast"):
+        Backoff(fast, slow, factor=factor)
+
+
+class _CountedStop(threading.Event):
+    """A stop event that records each wait instead of sleeping, and stops after ``limit``.
+
+    ``during`` runs inside the given wait (by number), as a writer racing the evaluator would.
+    """
+
+    def __init__(self, limit: int, during: dict[int, object]) -> None:
+        super().__init__()
+        self.waits: list[float | None] = []
+        self.limit = limit
+        self.during = during
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        action = self.during.get(len(self.waits))
+        if callable(action):
+            action()
+        if len(self.waits) >= self.limit:
+            self.set()
+        return self.is_set()
+
+
+def test_embedded_evaluator_backs_off_on_a_static_store_and_resets_on_a_new_row(
+    store: Path, policy_dir: Path
+) -> None:
+    """Empty steps wait longer and longer (up to EVAL_IDLE_S); a row brings the fast pace back."""
+
+    def write_row() -> None:
+        conn = connect(store)
+        Committer(conn, ticks=False).admit([tool_call("h01")])
+        conn.close()
+
+    steps: list[int] = []
+    stop = _CountedStop(limit=9, during={6: write_row})
+    run_evaluator(
+        store,
+        demo_config(HarnessConfig()),
+        policy_dir,
+        stop,
+        on_step=lambda result: steps.append(int(getattr(result, "rows", 0))),
+        poll_s=0.05,
+        idle_s=0.5,
+    )
+    # six empty steps, the new row (evaluated without waiting), then empty steps again
+    assert stop.waits == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5, 0.05, 0.1, 0.2]
+    assert 1 in steps and sum(steps) == 1
+
+
+async def test_fires_tail_backs_off_on_a_static_store_and_still_shows_a_new_fire(
+    make_app: AppFactory, store: Path
+) -> None:
+    app = make_app(initial="fires")  # poll_interval 0.05 s
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(FiresPane)
+        await until(pilot, lambda: pane.window)
+        await until(pilot, lambda: pane.pace.delay == TAIL_IDLE_S)
+        looks = pane.looks
+        await pilot.pause(2.0)
+        # at most one look per TAIL_IDLE_S (a loaded machine makes fewer, never more);
+        # polling at poll_interval would have made about 40
+        assert pane.looks - looks <= 2.0 / TAIL_IDLE_S + 1
+        new_id = _add_fire(store)  # another process commits a fire: seen at the next look
+        await until(pilot, lambda: pane.window[-1].id == new_id)
+        assert pane.pace.delay < TAIL_IDLE_S  # after a change it looks often again
+
+
+async def test_the_evaluators_batch_wakes_a_backed_off_fires_tail(make_app: AppFactory) -> None:
+    """The app pokes the tail when its evaluator stored a batch: its own fires show at once."""
+    app = make_app(initial="fires")
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(FiresPane)
+        await until(pilot, lambda: pane.window)
+        sleeper = asyncio.create_task(pane._wait(3600.0))
+        await pilot.pause(0.2)
+        assert not sleeper.done()
+        app.post_message(Backlog(10, 10))  # what the embedded evaluator posts after a batch
+        await until(pilot, sleeper.done)
+
+
+async def test_idle_panes_start_no_worker_while_the_store_files_stand_still(
+    make_app: AppFactory, store: Path
+) -> None:
+    app = make_app(initial="fleet")  # refresh_interval 0.5 s, live, clock pinned
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(FleetPane)
+        await until(pilot, lambda: pane.rows)
+        await until(pilot, lambda: pane.polls >= 1)  # the first tick reads (nothing seen yet)
+        polls = pane.polls
+        await pilot.pause(2.0)  # four ticks: a stat each, no worker
+        assert pane.polls == polls
+        _add_fire(store)
+        await until(pilot, lambda: pane.polls > polls, timeout=10)
