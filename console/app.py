@@ -19,7 +19,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, TextArea
+from textual.widgets import Header, Input, TabbedContent, TabPane, TextArea
 
 from console.context import ConsoleContext
 from console.errors import ConsoleError
@@ -36,6 +36,7 @@ from console.panes.proposals import ProposalsPane
 from console.panes.rules import RulesPane
 from console.panes.timeline import TimelinePane
 from console.reload import FilesChanged, watch_files
+from console.widgets.footer import QuietFooter
 from engine.config import load_config
 from engine.errors import HarnessError
 from engine.views.changes import file_stamp
@@ -270,7 +271,7 @@ class HarnessConsole(App[int]):
             for spec in PANES:
                 with TabPane(spec.title, id=spec.id):
                     yield spec.cls(ctx)
-        yield Footer()
+        yield QuietFooter()
 
     # -- navigation ----------------------------------------------------------
 
