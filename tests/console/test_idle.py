@@ -16,6 +16,7 @@ import pytest
 from console.messages import Backlog
 from console.panes.fires import TAIL_IDLE_S, FiresPane
 from console.panes.fleet import FleetPane
+from console.widgets.footer import QuietFooter
 from engine.config import HarnessConfig
 from engine.journal.writer import Committer
 from engine.store.db import connect
@@ -135,3 +136,29 @@ async def test_idle_panes_start_no_worker_while_the_store_files_stand_still(
         assert pane.polls == polls
         _add_fire(store)
         await until(pilot, lambda: pane.polls > polls, timeout=10)
+
+
+async def test_a_pane_switch_rebuilds_the_footer_once_and_moving_within_a_pane_not_at_all(
+    make_app: AppFactory,
+) -> None:
+    """Textual's footer rebuilt itself once per bindings signal: four times per pane switch."""
+    from textual.widgets._footer import FooterKey
+
+    def shown() -> set[str]:
+        return {k.description for k in app.screen.query(FooterKey)}
+
+    app = make_app(initial="fleet")
+    async with app.run_test(size=(160, 45)) as pilot:
+        footer = app.query_one(QuietFooter)
+        await until(pilot, lambda: "Refresh" in shown())
+        await pilot.pause(0.3)
+        before = footer.rebuilds
+        await pilot.press("9")
+        await until(pilot, lambda: "Zoom in" in shown() and "Refresh" not in shown())
+        await pilot.pause(0.3)
+        assert footer.rebuilds == before + 1
+        await pilot.press("left", "up", "right")  # the cursor moves, the keys stay
+        await pilot.pause(0.3)
+        assert footer.rebuilds == before + 1
+        await pilot.press("1")
+        await until(pilot, lambda: "Refresh" in shown() and "Zoom in" not in shown())
