@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.worker import NoActiveWorker, get_current_worker
 
@@ -51,14 +52,18 @@ class StorePane(Vertical):
         self._tick_at = 0.0
         #: Timer polls that got past the stat (each one starts a worker), for tests.
         self.polls = 0
+        self._timer: Timer | None = None
+        #: The timer is paused because the pane is hidden.
+        self.asleep = False
 
     def poll_every(self, seconds: float) -> None:
         """Call :meth:`poll` every ``seconds`` while the pane is shown; once more when shown again.
 
-        A hidden pane (another tab is active) reads nothing: an idle console
-        should cost nothing, and the pane catches up the moment it is shown.
+        A hidden pane (another tab is active) reads nothing and its timer is
+        paused (an idle console should cost nothing, not even wakeups); the
+        pane catches up the moment it is shown.
         """
-        self.set_interval(seconds, self._tick)
+        self._timer = self.set_interval(seconds, self._tick)
 
     def poll(self) -> None:
         """A timer refresh (subclasses read the store if it changed)."""
@@ -78,6 +83,9 @@ class StorePane(Vertical):
     def _tick(self) -> None:
         if not self._shown():
             self._missed = True
+            if self._timer is not None:
+                self._timer.pause()  # until on_show
+                self.asleep = True
         elif not any(w.node is self and not w.is_finished for w in self.app.workers):
             # a tick never cancels a read in flight: on a slow store that would starve the pane
             # and costs a stat, not a worker and a connection, while the store stands still
@@ -90,6 +98,9 @@ class StorePane(Vertical):
             self.poll()
 
     def on_show(self) -> None:
+        if self._timer is not None:
+            self._timer.resume()
+            self.asleep = False
         if self._missed:
             self._missed = False
             self.poll()

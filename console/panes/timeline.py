@@ -21,6 +21,7 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.message import Message
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -210,6 +211,7 @@ class TimelinePane(Vertical):
         self._asked = 0.0
         #: The store's files at the last timer poll.
         self._stamp: tuple[int, ...] = ()
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("loading the timeline …", id="timeline-status", classes="status-line")
@@ -219,10 +221,12 @@ class TimelinePane(Vertical):
 
     def on_mount(self) -> None:
         if self.context.live:
-            self.set_interval(max(self.context.refresh_interval, 2.0), self._poll)
+            self._timer = self.set_interval(max(self.context.refresh_interval, 2.0), self._poll)
 
     def on_show(self) -> None:
         """Load when first shown (a hidden pane costs nothing at startup), then on each show."""
+        if self._timer is not None:
+            self._timer.resume()
         if self.timeline is None:
             self.action_refresh()
         else:
@@ -243,7 +247,11 @@ class TimelinePane(Vertical):
         self._load(self.zoom, self._columns(), self.end_ms, ())
 
     def _poll(self) -> None:
-        if self.timeline is not None and self.is_on_screen and self.end_ms is None:
+        if not self.is_on_screen:
+            if self._timer is not None:
+                self._timer.pause()  # a hidden pane does not wake the console; on_show resumes
+            return
+        if self.timeline is not None and self.end_ms is None:
             # a stat first: no worker, connection or query while the store stands still
             stamp = file_stamp(self.context.store_path)
             if stamp == self._stamp:

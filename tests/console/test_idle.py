@@ -16,6 +16,7 @@ import pytest
 from console.messages import Backlog
 from console.panes.fires import TAIL_IDLE_S, FiresPane
 from console.panes.fleet import FleetPane
+from console.panes.holds import HoldsPane
 from console.widgets.footer import QuietFooter
 from engine.config import HarnessConfig
 from engine.journal.writer import Committer
@@ -162,3 +163,23 @@ async def test_a_pane_switch_rebuilds_the_footer_once_and_moving_within_a_pane_n
         assert footer.rebuilds == before + 1
         await pilot.press("1")
         await until(pilot, lambda: "Refresh" in shown() and "Zoom in" not in shown())
+
+
+async def test_a_hidden_pane_pauses_its_timer_and_catches_up_when_shown(
+    make_app: AppFactory, store: Path
+) -> None:
+    app = make_app(initial="fleet")
+    async with app.run_test(size=(120, 36)) as pilot:
+        holds = app.query_one(HoldsPane)
+        await until(pilot, lambda: holds.asleep)  # its first tick found it hidden
+        shown = len(holds.rows)
+        conn = connect(store)
+        conn.execute(
+            "INSERT INTO rule_holds (harness, rule, hash, event_seq, created_seq, created_at,"
+            " reason) VALUES ('h09', 'probe_rule', 'h', 1, 1, 1772467500000, 'probe')"
+        )
+        conn.close()
+        await pilot.pause(1.2)  # two periods: a paused timer reads nothing
+        assert holds.asleep and len(holds.rows) == shown
+        app.action_show_pane("holds")
+        await until(pilot, lambda: not holds.asleep and len(holds.rows) == shown + 1)
