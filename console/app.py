@@ -283,6 +283,8 @@ class HarnessConsole(App[int]):
         current = self.active_pane
         if pane != current:
             self._history = [*self._history[-(MAX_HISTORY - 1) :], current]
+        if pane == "timeline":
+            self.query_one(TimelinePane).prepare()  # its first load overlaps the tab switch
         self.query_one("#panes", TabbedContent).active = pane
         self.call_after_refresh(self._focus_pane, pane)
 
