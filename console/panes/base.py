@@ -87,8 +87,8 @@ class StorePane(Vertical):
                 self._timer.pause()  # until on_show
                 self.asleep = True
         elif not any(w.node is self and not w.is_finished for w in self.app.workers):
-            # a tick never cancels a read in flight: on a slow store that would starve the pane
-            # and costs a stat, not a worker and a connection, while the store stands still
+            # a tick never cancels a read in flight: on a slow store that would starve the pane;
+            # while the store's files stand still a tick costs a stat, not a worker and a connection
             key = file_stamp(self.context.store_path) + self.poll_key()
             now = time.monotonic()
             if key == self._tick_key and now - self._tick_at < RECHECK_S:
