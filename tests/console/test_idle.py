@@ -25,7 +25,7 @@ from engine.journal.writer import Committer
 from engine.store.db import connect
 from engine.views.changes import Backoff
 from engine.views.live import demo_config, run_evaluator
-from tests.console.conftest import AppFactory, until
+from tests.console.conftest import END_MS, AppFactory, until
 from tests.console.test_panes import _add_fire
 from tests.journal._util import tool_call
 
@@ -218,3 +218,19 @@ async def test_the_timeline_loads_once_when_asked_and_reports_its_first_paint(
         assert (pane.timeline.harnesses == ()) is empty
         await pilot.pause(0.3)
         assert loads == ["24h"]
+
+
+async def test_fleet_repaints_only_when_a_cell_reads_differently(make_app: AppFactory) -> None:
+    """A refresh (or the minute's tick) that changes no cell does not rebuild the table."""
+    app = make_app(initial="fleet")
+    async with app.run_test(size=(120, 36)) as pilot:
+        pane = app.query_one(FleetPane)
+        await until(pilot, lambda: pane.renders == 1)
+        ages = [r.last_age_ms for r in pane.rows]
+        shown = pane.rows
+        await pilot.press("r")  # a read, same store, same minute: same cells
+        await until(pilot, lambda: pane.rows is not shown)
+        assert pane.renders == 1
+        app.context.clock = lambda: END_MS + 60_000  # a minute on: the recent ages move
+        await until(pilot, lambda: [r.last_age_ms for r in pane.rows] != ages)
+        await until(pilot, lambda: pane.renders == 2)
