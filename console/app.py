@@ -19,7 +19,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, TextArea
+from textual.widgets import Header, Input, TabbedContent, TabPane, TextArea
 
 from console.context import ConsoleContext
 from console.errors import ConsoleError
@@ -36,8 +36,10 @@ from console.panes.proposals import ProposalsPane
 from console.panes.rules import RulesPane
 from console.panes.timeline import TimelinePane
 from console.reload import FilesChanged, watch_files
+from console.widgets.footer import QuietFooter
 from engine.config import load_config
 from engine.errors import HarnessError
+from engine.views.changes import file_stamp
 from engine.views.live import (
     DEMO_ENFORCE,
     demo_config,
@@ -119,6 +121,9 @@ class HarnessConsole(App[int]):
         self.config_error = ""
         #: Panes shown before the current one, for Esc (newest last).
         self._history: list[str] = []
+        #: The store's files when the header's serve mark was last checked, and the mark.
+        self._acting_stamp: tuple[int, ...] = ()
+        self._serve_acting = False
 
     def on_load(self) -> None:
         """Create/migrate the store before any pane's worker opens it."""
@@ -162,10 +167,20 @@ class HarnessConsole(App[int]):
         self._watch_stop.set()
 
     def _mark_serve_acting(self) -> None:
-        """Say in the header when `harness serve` is the acting evaluator on this store."""
+        """Say in the header when `harness serve` is the acting evaluator on this store.
+
+        A stat first: taking the lease is a write, so while the store's files
+        stand still only a serve already acting (whose lease lapses without a
+        write) needs the store opened.
+        """
         from engine.views.acting import mark_title, serve_acting
 
-        self.sub_title = mark_title(self.sub_title, serve_acting(self.context.store_path))
+        stamp = file_stamp(self.context.store_path)
+        if stamp == self._acting_stamp and not self._serve_acting:
+            return
+        self._acting_stamp = stamp
+        self._serve_acting = serve_acting(self.context.store_path)
+        self.sub_title = mark_title(self.sub_title, self._serve_acting)
 
     def _restart_evaluator(self) -> None:
         """(Re)start the embedded evaluator with the current rules and config."""
@@ -256,7 +271,7 @@ class HarnessConsole(App[int]):
             for spec in PANES:
                 with TabPane(spec.title, id=spec.id):
                     yield spec.cls(ctx)
-        yield Footer()
+        yield QuietFooter()
 
     # -- navigation ----------------------------------------------------------
 
@@ -268,6 +283,8 @@ class HarnessConsole(App[int]):
         current = self.active_pane
         if pane != current:
             self._history = [*self._history[-(MAX_HISTORY - 1) :], current]
+        if pane == "timeline":
+            self.query_one(TimelinePane).prepare()  # its first load overlaps the tab switch
         self.query_one("#panes", TabbedContent).active = pane
         self.call_after_refresh(self._focus_pane, pane)
 
@@ -346,9 +363,13 @@ class HarnessConsole(App[int]):
         self.action_show_pane(message.pane)
 
     def on_backlog(self, message: Backlog) -> None:
+        """The evaluator stored a batch: show its progress, and let the Fires tail look now."""
         if self.screen_stack:  # the panes live on the base screen, under any modal
-            for pane in self.screen_stack[0].query(RulesPane):
+            base = self.screen_stack[0]
+            for pane in base.query(RulesPane):
                 pane.show_backlog(message.cursor, message.head)
+            for fires in base.query(FiresPane):
+                fires.poke()
 
     def on_show_error(self, message: ShowError) -> None:
         self.notify(message.message, title=message.title, severity="error", timeout=8)

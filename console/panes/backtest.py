@@ -28,6 +28,7 @@ from textual.widgets import DataTable, Input, ProgressBar, Select, Static, TextA
 from console.context import ConsoleContext
 from console.messages import ShowPane
 from console.panes.explain import ExplainPane
+from console.widgets.progress import StillProgressBar
 from console.widgets.spark import bar
 from engine.errors import HarnessError
 from engine.rules.backtest import Progress
@@ -113,7 +114,7 @@ class BacktestPane(Vertical):
             with Vertical(id="backtest-right"):
                 # A total from the start: a bar without one animates (16 Hz) even
                 # while the pane is hidden, the largest share of an idle console's CPU.
-                yield ProgressBar(id="backtest-progress", show_eta=False, total=1)
+                yield StillProgressBar(id="backtest-progress", total=1)
                 with VerticalScroll(id="backtest-summary"):
                     yield Static("ctrl+r runs the rule (or your edited copy)", id="backtest-text")
                 table: DataTable[str] = DataTable(id="backtest-fires", cursor_type="row")

@@ -9,19 +9,25 @@ catch-HarnessError / notify block; a pane now calls :meth:`StorePane.with_store`
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.worker import NoActiveWorker, get_current_worker
 
 from console.context import ConsoleContext
 from console.messages import ShowError
 from engine.errors import HarnessError
-from engine.views.changes import store_version
+from engine.views.changes import file_stamp, store_version
 
 T = TypeVar("T")
+
+#: A timer tick reads the store at least this often even while its files stand
+#: still (a write can land within the file system's timestamp granularity).
+RECHECK_S = 30.0
 
 
 def _cancelled() -> bool:
@@ -41,17 +47,30 @@ class StorePane(Vertical):
         self._version: tuple[int, ...] | None = None
         #: A timer tick came while the pane was hidden: poll when it is shown.
         self._missed = False
+        #: The store's files and :meth:`poll_key` at the last timer poll, and when it was.
+        self._tick_key: tuple[int, ...] | None = None
+        self._tick_at = 0.0
+        #: Timer polls that got past the stat (each one starts a worker), for tests.
+        self.polls = 0
+        self._timer: Timer | None = None
+        #: The timer is paused because the pane is hidden.
+        self.asleep = False
 
     def poll_every(self, seconds: float) -> None:
         """Call :meth:`poll` every ``seconds`` while the pane is shown; once more when shown again.
 
-        A hidden pane (another tab is active) reads nothing: an idle console
-        should cost nothing, and the pane catches up the moment it is shown.
+        A hidden pane (another tab is active) reads nothing and its timer is
+        paused (an idle console should cost nothing, not even wakeups); the
+        pane catches up the moment it is shown.
         """
-        self.set_interval(seconds, self._tick)
+        self._timer = self.set_interval(seconds, self._tick)
 
     def poll(self) -> None:
         """A timer refresh (subclasses read the store if it changed)."""
+
+    def poll_key(self) -> tuple[int, ...]:
+        """What else, besides the store's files, moves what the pane shows (e.g. the minute)."""
+        return ()
 
     def _shown(self) -> bool:
         node: object = self
@@ -64,11 +83,24 @@ class StorePane(Vertical):
     def _tick(self) -> None:
         if not self._shown():
             self._missed = True
+            if self._timer is not None:
+                self._timer.pause()  # until on_show
+                self.asleep = True
         elif not any(w.node is self and not w.is_finished for w in self.app.workers):
-            # a tick never cancels a read in flight: on a slow store that would starve the pane
+            # a tick never cancels a read in flight: on a slow store that would starve the pane;
+            # while the store's files stand still a tick costs a stat, not a worker and a connection
+            key = file_stamp(self.context.store_path) + self.poll_key()
+            now = time.monotonic()
+            if key == self._tick_key and now - self._tick_at < RECHECK_S:
+                return
+            self._tick_key, self._tick_at = key, now
+            self.polls += 1
             self.poll()
 
     def on_show(self) -> None:
+        if self._timer is not None:
+            self._timer.resume()
+            self.asleep = False
         if self._missed:
             self._missed = False
             self.poll()

@@ -5,7 +5,10 @@ queries of ``engine.views.fires``; reaching its top loads the page before it,
 reaching its bottom the page after it. So scrolling through a million fires
 costs one page of memory. An async worker polls the store with aiosqlite (no
 blocking on the UI thread) while following; scrolling up pauses the tail and
-the poll only counts the new fires for the "N new" badge.
+the poll only counts the new fires for the "N new" badge. The poll backs off
+while the store stands still (a stat every ``TAIL_IDLE_S`` at most) and the app
+pokes it when the embedded evaluator has stored a batch, so an idle console
+costs nothing and the console's own fires still show at once.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from console.messages import OpenExplain
 from console.panes.base import StorePane
 from engine.errors import HarnessError
 from engine.timefmt import short_ms
-from engine.views.changes import file_stamp
+from engine.views.changes import Backoff, file_stamp
 from engine.views.fires import (
     FireFilter,
     FireRow,
@@ -46,6 +49,9 @@ from engine.views.fires import (
 
 WINDOW = 400
 PAGE = 100
+#: The longest the tail waits between looks at a store that stands still: the bound
+#: on how late a fire written by another process shows after a quiet spell.
+TAIL_IDLE_S = 0.5
 LEVEL_STYLE = {"annotate": "dim", "notify": "cyan", "hold": "bold yellow", "stop": "bold red"}
 
 
@@ -128,6 +134,14 @@ class FiresPane(StorePane):
         #: True once the first page for the current filter has been read.
         self.loaded = False
         self._tail_worker: Worker[None] | None = None
+        #: Set to make the tail look at the store now (see :meth:`poke`).
+        self._poke = asyncio.Event()
+        #: The tail's pace: how long it waits before its next look.
+        self.pace = Backoff(
+            self.context.poll_interval, max(self.context.poll_interval, TAIL_IDLE_S)
+        )
+        #: Looks at the store (stats) the tail has made, for tests of its pacing.
+        self.looks = 0
 
     def compose(self) -> ComposeResult:
         yield Input(
@@ -193,9 +207,11 @@ class FiresPane(StorePane):
             self.loaded = True
             seen: tuple[object, ...] = ()
             while True:
-                await asyncio.sleep(self.context.poll_interval)
-                # a stat per tick; SQLite only when the store's files (or the mode) moved
+                await self._wait(self.pace.delay)
+                # a stat per look; SQLite only when the store's files (or the mode) moved
+                self.looks += 1
                 now = (file_stamp(self.context.store_path), self.following, self.has_newer)
+                self.pace.saw(now != seen)
                 if now == seen:
                     continue
                 seen = now
@@ -213,6 +229,18 @@ class FiresPane(StorePane):
                         self._update_status()
                 if not self.context.live:
                     await asyncio.sleep(3600)
+
+    async def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if :meth:`poke` is called meanwhile."""
+        if not self._poke.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poke.wait(), seconds)
+        self._poke.clear()
+
+    def poke(self) -> None:
+        """Look at the store now (the app calls it when its evaluator stored a batch)."""
+        self.pace.changed()
+        self._poke.set()
 
     def _append(self, fresh: list[FireRow]) -> None:
         table = self.query_one(FiresTable)
@@ -317,6 +345,7 @@ class FiresPane(StorePane):
                 self.following = False
                 self.new_count = 0
                 self._update_status()
+                self.poke()  # count the new fires for the badge from now on
             if message.edge:
                 await self._load_older()
         elif message.edge:
@@ -326,6 +355,7 @@ class FiresPane(StorePane):
                 self.following = True
                 self.new_count = 0
                 self._update_status()
+                self.poke()
 
     def on_fires_table_jump_back(self, message: FiresTable.JumpBack) -> None:
         self.action_jump_back()

@@ -37,6 +37,11 @@ class FleetPane(StorePane):
     def __init__(self, context: ConsoleContext) -> None:
         super().__init__(context)
         self.rows: list[HarnessSummary] = []
+        #: The activity scale, stale threshold and cells on screen (an update that
+        #: changes none of them is skipped).
+        self._on_screen: tuple[int, str, list[tuple[str, ...]]] | None = None
+        #: Times the table was rebuilt (for tests).
+        self.renders = 0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="fleet-status", classes="status-line")
@@ -53,6 +58,10 @@ class FleetPane(StorePane):
 
     def poll(self) -> None:
         self._load()
+
+    def poll_key(self) -> tuple[int, ...]:
+        # ages and staleness move with the clock and the config, not only with the store
+        return (self.context.clock() // 60_000, self.context.current_config.console_stale_after_ms)
 
     def action_refresh(self) -> None:
         self._load(force=True)
@@ -71,28 +80,24 @@ class FleetPane(StorePane):
 
     def on_fleet_pane_updated(self, message: Updated) -> None:
         self.rows = message.rows
+        # one scale for the whole screen, so rows compare (said in the column header)
+        top = max((max(r.activity, default=0) for r in message.rows), default=0)
+        cells = [self._cells(r, top) for r in message.rows]
+        after = format_age(self.context.current_config.console_stale_after_ms)
+        if (top, after, cells) == self._on_screen:
+            # the minute moved but no age reads differently: repainting the table
+            # was most of an idle console's CPU
+            return
+        self._on_screen = (top, after, cells)
+        self.renders += 1
         table = self.query_one("#fleet-table", DataTable)
         cursor = table.cursor_row
         table.clear()
-        # one scale for the whole screen, so rows compare (said in the column header)
-        top = max((max(r.activity, default=0) for r in message.rows), default=0)
         table.columns[ColumnKey("activity")].label = Text(
             f"activity 24h (█ = {top}/h)" if top else "activity 24h"
         )
-        for r in message.rows:
-            style = STATE_STYLE.get(r.state, "")
-            state = f"[{style}]{r.state}[/]" if style else r.state
-            if r.stale:
-                state = f"[bold magenta]stale[/] [dim]{r.state}[/]"
-            table.add_row(
-                r.harness,
-                state,
-                r.project,
-                format_age(r.last_age_ms),
-                str(r.fires_24h) if r.fires_24h else "",
-                sparkline(r.activity, top),
-                key=r.harness,
-            )
+        for r, row in zip(message.rows, cells, strict=True):
+            table.add_row(*row, key=r.harness)
         if message.rows:
             table.move_cursor(row=min(cursor, len(message.rows) - 1))
         counts: dict[str, int] = {}
@@ -100,7 +105,6 @@ class FleetPane(StorePane):
             counts[r.state] = counts.get(r.state, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         stale = sum(1 for r in message.rows if r.stale)
-        after = format_age(self.context.current_config.console_stale_after_ms)
         self.query_one("#fleet-status", Static).update(
             f"{len(message.rows)} harnesses"
             + (f": {summary}" if summary else "")
@@ -109,6 +113,21 @@ class FleetPane(StorePane):
                 if stale
                 else ""
             )
+        )
+
+    @staticmethod
+    def _cells(r: HarnessSummary, top: int) -> tuple[str, ...]:
+        style = STATE_STYLE.get(r.state, "")
+        state = f"[{style}]{r.state}[/]" if style else r.state
+        if r.stale:
+            state = f"[bold magenta]stale[/] [dim]{r.state}[/]"
+        return (
+            r.harness,
+            state,
+            r.project,
+            format_age(r.last_age_ms),
+            str(r.fires_24h) if r.fires_24h else "",
+            sparkline(r.activity, top),
         )
 
     def action_fires_for(self) -> None:

@@ -11,6 +11,7 @@ every few seconds decides whether anything changed before repainting.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -21,6 +22,7 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.message import Message
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -28,6 +30,7 @@ from console.context import ConsoleContext
 from console.messages import ShowPane
 from console.panes.fires import FiresPane
 from engine.errors import HarnessError
+from engine.views.changes import file_stamp
 from engine.views.timeline import (
     ZOOMS,
     Cell,
@@ -116,16 +119,25 @@ class TimelineGrid(Widget, can_focus=True):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.timeline: Timeline | None = None
         self._lines: list[Text] = []
+        #: Called with perf_counter() when a newly shown grid is rendered for a frame.
+        self.on_paint: Callable[[float], None] | None = None
+        self._fresh = False
 
     def show(self, tl: Timeline, lines: list[Text], keep_cursor: bool) -> None:
         self.timeline = tl
         self._lines = lines
+        self._fresh = True
         row, col = self.cursor if keep_cursor else (0, tl.buckets)
         self.cursor = (min(row, max(0, len(tl.harnesses) - 1)), min(col, tl.buckets))
         self.refresh()
 
     def render(self) -> Text:
         out = Text(no_wrap=True, overflow="crop")
+        if self._fresh and self.on_paint is not None:
+            # the compositor writes the frame as soon as the visible widgets are
+            # rendered: the moment the operator sees the new grid (or that it is empty)
+            self._fresh = False
+            self.on_paint(time.perf_counter())
         if self.timeline is None or not self._lines:
             return out
         crow, ccol = self.cursor
@@ -207,6 +219,9 @@ class TimelinePane(Vertical):
         self.painted_at = 0.0
         self.paint_ms = 0.0
         self._asked = 0.0
+        #: The store's files at the last timer poll.
+        self._stamp: tuple[int, ...] = ()
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("loading the timeline …", id="timeline-status", classes="status-line")
@@ -216,12 +231,25 @@ class TimelinePane(Vertical):
 
     def on_mount(self) -> None:
         if self.context.live:
-            self.set_interval(max(self.context.refresh_interval, 2.0), self._poll)
+            self._timer = self.set_interval(max(self.context.refresh_interval, 2.0), self._poll)
+
+    def prepare(self) -> None:
+        """The pane is about to be shown: start the first load now, not at on_show.
+
+        The tab switch's layout and first frame take longer than the grouped
+        query, so a load started before them has its grid ready for that frame
+        instead of arriving a frame or two (and a footer rebuild) later.
+        """
+        if self.timeline is None and not self._asked:
+            self.action_refresh()
 
     def on_show(self) -> None:
         """Load when first shown (a hidden pane costs nothing at startup), then on each show."""
+        if self._timer is not None:
+            self._timer.resume()
         if self.timeline is None:
-            self.action_refresh()
+            if not self._asked:  # else prepare() started the first load already
+                self.action_refresh()
         else:
             self._poll()
 
@@ -240,7 +268,16 @@ class TimelinePane(Vertical):
         self._load(self.zoom, self._columns(), self.end_ms, ())
 
     def _poll(self) -> None:
-        if self.timeline is not None and self.is_on_screen and self.end_ms is None:
+        if not self.is_on_screen:
+            if self._timer is not None:
+                self._timer.pause()  # a hidden pane does not wake the console; on_show resumes
+            return
+        if self.timeline is not None and self.end_ms is None:
+            # a stat first: no worker, connection or query while the store stands still
+            stamp = file_stamp(self.context.store_path)
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
             self._load(self.zoom, self._columns(), None, self.signature)
 
     @work(thread=True, exclusive=True, group="timeline")
@@ -272,14 +309,20 @@ class TimelinePane(Vertical):
         old = self.timeline
         same_shape = old is not None and (old.harnesses, old.buckets) == (tl.harnesses, tl.buckets)
         self.timeline = tl
-        self.query_one(TimelineGrid).show(tl, message.lines, keep_cursor=same_shape)
+        grid = self.query_one(TimelineGrid)
+        grid.on_paint = self._painted
+        grid.show(tl, message.lines, keep_cursor=same_shape)
         self.query_one("#timeline-ruler", Static).update(ruler(tl, 12))
         self._status()
-        self.call_after_refresh(self._painted)
 
-    def _painted(self) -> None:
-        """Runs after the screen refresh that drew the new grid (what the operator sees)."""
-        self.painted_at = time.perf_counter()
+    def _painted(self, at: float) -> None:
+        """The grid was rendered into a frame (what the operator sees).
+
+        Measured there, not in an after-refresh callback: those run in order
+        after the frame, and the footer's rebuild after a pane switch
+        (queued first) delayed the callback, not the frame.
+        """
+        self.painted_at = at
         if self._asked:
             self.paint_ms = (self.painted_at - self._asked) * 1000
             self._asked = 0.0

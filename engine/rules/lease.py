@@ -183,12 +183,15 @@ def serve(
     *,
     poll_s: float = 0.05,
     on_step: Callable[[object], None] | None = None,
+    idle_wait: Callable[[], float] | None = None,
 ) -> None:
     """Evaluate while holding the lease; follow (evaluate nothing) while another holds it.
 
     A follower keeps no evaluator: when it takes over, ``build`` makes a new
     one, which restores cursor, window and lifecycle state from the store,
-    because the previous holder advanced them.
+    because the previous holder advanced them. ``idle_wait`` says how long to
+    wait after a step that found no rows (default ``poll_s``): the console
+    backs off while its store stands still, so an idle console costs no CPU.
     """
     evaluator: Stepper | None = None
     try:
@@ -209,6 +212,6 @@ def serve(
             if getattr(getattr(evaluator, "hooks", None), "needs_rebuild", False):
                 evaluator = None  # e.g. [memory.rules] disable changed: rebuild without them
             if not getattr(result, "rows", 0):
-                stop.wait(poll_s)
+                stop.wait(poll_s if idle_wait is None else idle_wait())
     finally:
         lease.release()

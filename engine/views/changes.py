@@ -49,3 +49,42 @@ def file_stamp(store: Path) -> tuple[int, ...]:
             continue
         out.extend((st.st_mtime_ns, st.st_size))
     return tuple(out)
+
+
+class Backoff:
+    """A poll delay that grows while nothing changes and snaps back to ``fast`` on a change.
+
+    An idle console must cost no measurable CPU, yet show a change within a
+    bound: a poller waits :attr:`delay` between looks and reports what each
+    look found. After a change it looks every ``fast`` seconds; each further
+    look that finds nothing multiplies the wait by ``factor``, up to ``slow``
+    (so ``slow`` is the worst-case latency after a quiet spell).
+    """
+
+    def __init__(self, fast: float, slow: float, *, factor: float = 2.0) -> None:
+        if fast <= 0 or slow < fast or factor <= 1:
+            raise ValueError(f"need 0 < fast <= slow and factor > 1, got {fast}, {slow}, {factor}")
+        self.fast = fast
+        self.slow = slow
+        self.factor = factor
+        #: How long to wait before the next look.
+        self.delay = fast
+        #: Looks in a row that found nothing.
+        self.quiet = 0
+
+    def changed(self) -> float:
+        """The last look found a change: look again soon (more is likely to follow)."""
+        self.quiet = 0
+        self.delay = self.fast
+        return self.delay
+
+    def unchanged(self) -> float:
+        """The last look found nothing: wait longer from the second such look on, up to ``slow``."""
+        self.quiet += 1
+        if self.quiet > 1:
+            self.delay = min(self.slow, self.delay * self.factor)
+        return self.delay
+
+    def saw(self, changed: bool) -> float:
+        """:meth:`changed` or :meth:`unchanged`; the next delay."""
+        return self.changed() if changed else self.unchanged()

@@ -23,7 +23,7 @@ from engine.journal.rows import InsertRow
 from engine.journal.writer import Committer
 from engine.rules.lease import Lease, Stepper, serve
 from engine.store.db import connect
-from engine.views.changes import file_stamp
+from engine.views.changes import Backoff, file_stamp
 from engine.views.rules import load_console_rules
 from engine.views.store_schema import register_full_schema
 
@@ -304,6 +304,10 @@ class _IdleStep:
 
 #: What a skipped step returns (no rows; the console shows no progress for it).
 IDLE_STEP = _IdleStep()
+#: The longest the embedded evaluator waits between looks at a store that stands
+#: still (it looks every ``poll_s`` while rows keep coming): the bound on how late
+#: a row written after a quiet spell is evaluated.
+EVAL_IDLE_S = 0.5
 
 
 def run_evaluator(
@@ -315,11 +319,15 @@ def run_evaluator(
     on_step: Callable[[object], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     poll_s: float = 0.05,
+    idle_s: float = EVAL_IDLE_S,
 ) -> None:
     """Evaluate the store while holding its lease (else follow) until ``stop`` is set.
 
     ``on_progress(cursor, head)`` follows each batch that evaluated rows, so a
     console can say "evaluating backlog: seq N of M" while it catches up.
+    After a step with no rows the wait doubles from ``poll_s`` up to ``idle_s``
+    (one look, a stat, per ``idle_s`` on a static store) and drops back to
+    ``poll_s`` as soon as a step evaluates rows.
     """
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
     from engine.rules.lifecycle_run import open_live
@@ -329,12 +337,14 @@ def run_evaluator(
     try:
         rules = load_console_rules(config, policy_dir).rules
         lease = Lease(conn)
+        pace = Backoff(poll_s, max(poll_s, idle_s))
 
         def build() -> Stepper:
             evaluator, _policy = open_live(conn, rules, config, lease=lease)
             return QuietStepper(cast(Stepper, evaluator), store)
 
         def stepped(result: object) -> None:
+            pace.saw(bool(getattr(result, "rows", 0)))
             # configured miners run in the acting evaluator, hourly in journal time
             if getattr(result, "rows", 0):
                 mine_if_due(miners, conn, rules, config.rules)
@@ -344,7 +354,7 @@ def run_evaluator(
             if on_step is not None:
                 on_step(result)
 
-        serve(lease, build, stop, poll_s=poll_s, on_step=stepped)
+        serve(lease, build, stop, poll_s=poll_s, on_step=stepped, idle_wait=lambda: pace.delay)
     finally:
         conn.close()
 

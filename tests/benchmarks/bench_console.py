@@ -7,18 +7,24 @@
   and pages back through thousands of them; its peak RSS is reported;
   baseline: the same on an empty store.
 - idle CPU: the console (evaluator, live refresh, file watching) sits on a
-  static store; its CPU over 30 s is reported (target < 1% of a core).
+  static store; its CPU over 30 s is reported (target < 1% of a core), with
+  its threads' wakeups per second (voluntary context switches).
 - latency: the console runs ``--demo`` (embedded evaluator + live fleet feed)
   while fires are committed; the time from commit to the fire being in the
   Fires pane's table is measured (p50/p99).
 - timeline: the console opens on the Timeline pane over the 45-day demo
   journal (evaluated with the demo's rules and enforce entry, so it has fires
   and holds); the time from pressing its key (the pane loads when first
-  shown) to the grid being painted, and the slowest zoom's repaint; baseline:
+  asked for) to the grid being rendered into a frame, and the slowest zoom's
+  repaint; baseline:
   the same on an empty store. Building that journal takes minutes: set
-  ``BENCH_JOURNAL45=/path/journal.db`` to reuse one (it is only read).
+  ``BENCH_JOURNAL45=/path/journal.db`` to reuse one (it is only read; built
+  there when missing).
 
 Run: ``.venv/bin/python tests/benchmarks/run_all.py -k console [--quick]``
+(``BENCH_CONSOLE=timeline,idle`` runs only those parts: cold, memory,
+latency, timeline, idle). Each idle and timeline row notes the load average
+seen while it ran: the figures are only comparable on a quiet machine.
 """
 
 from __future__ import annotations
@@ -249,7 +255,8 @@ def _latency(tmp: Path, samples: int) -> list[Row]:
             "ms",
             target=500,
             higher_is_better=False,
-            note=f"{len(lat)}/{samples} probes seen; poll interval 100 ms",
+            note=f"{len(lat)}/{samples} probes seen; the tail looks every 100 ms while the"
+            f" store moves (0.5 s at most when idle); {_load()}",
         ),
     ]
 
@@ -316,11 +323,12 @@ def _timeline(tmp: Path, quick: bool) -> list[Row]:
 
     days = 2 if quick else 45
     given = os.environ.get("BENCH_JOURNAL45")
-    if given and not quick:
+    if given and not quick and Path(given).exists():
         store, built = Path(given), "reused $BENCH_JOURNAL45"
     else:
-        store = tmp / "timeline" / "journal.db"
-        store.parent.mkdir()
+        # a $BENCH_JOURNAL45 that does not exist yet is built there, for the next run
+        store = Path(given) if given and not quick else tmp / "timeline" / "journal.db"
+        store.parent.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
         _demo_journal(store, days)
         built = f"built and evaluated in {time.perf_counter() - t:.0f}s"
@@ -334,7 +342,10 @@ def _timeline(tmp: Path, quick: bool) -> list[Row]:
     connect(empty).close()
     base_first, base_zoom = _timeline_paints(empty)
     first, zoom = _timeline_paints(store)
-    what = f"{days}-day demo journal ({rows:,} rows, {fires:,} fires, {holds} holds; {built})"
+    what = (
+        f"{days}-day demo journal ({rows:,} rows, {fires:,} fires, {holds} holds; {built});"
+        f" {_load()}"
+    )
     return [
         Row(
             f"Timeline first paint, {days}-day journal",
@@ -378,20 +389,34 @@ else:
     # as an operator runs it: embedded evaluator, live refresh, file watching
     app = HarnessConsole(ConsoleContext(opts), initial="fleet", watch_files=True)
 
+def wakeups():
+    # voluntary context switches of every thread: how often something woke up
+    total = 0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("voluntary_ctxt_switches"):
+                total += int(line.split()[1])
+    return total
+
 async def pilot(p):
     await p.pause(warmup)
     t = os.times()
-    start = t.user + t.system
+    start, woke = t.user + t.system, wakeups()
     await p.pause(seconds)
     t = os.times()
-    print(f"{(t.user + t.system - start) / seconds * 100:.3f}")
+    print(f"{(t.user + t.system - start) / seconds * 100:.3f} {(wakeups() - woke) / seconds:.1f}")
     app.exit()
 
 app.run(headless=True, auto_pilot=pilot, size=(160, 45))
 """
 
 
-def _idle_child(*args: str) -> float:
+def _idle_child(*args: str) -> tuple[float, float]:
+    """(CPU in % of a core, thread wakeups per second) of an idle child app."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run(
         [sys.executable, "-c", _IDLE_APP, *args],
@@ -402,7 +427,13 @@ def _idle_child(*args: str) -> float:
         check=True,
         timeout=600,
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    cpu, woke = out.stdout.strip().splitlines()[-1].split()
+    return float(cpu), float(woke)
+
+
+def _load() -> str:
+    """The 1-minute load average and the core count, for the notes (noisy figures say so)."""
+    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
 
 
 def idle_cpu(tmp: Path, seconds: float) -> list[Row]:
@@ -424,8 +455,9 @@ def idle_cpu(tmp: Path, seconds: float) -> list[Row]:
     evaluator.run_until_idle()
     conn.close()
     warmup = "8"
-    console = _idle_child("console", warmup, str(seconds), str(store))
-    bare = _idle_child("bare", warmup, str(seconds))
+    console, woke = _idle_child("console", warmup, str(seconds), str(store))
+    load = _load()
+    bare, bare_woke = _idle_child("bare", warmup, str(seconds))
     return [
         Row(
             f"idle console CPU over {seconds:g} s (static store)",
@@ -433,17 +465,29 @@ def idle_cpu(tmp: Path, seconds: float) -> list[Row]:
             "% core",
             target=1.0,
             higher_is_better=False,
-            note=f"bare Textual app: {bare:.2f}% core",
+            note=f"{woke:.1f} thread wakeups/s; bare Textual app: {bare:.2f}% core,"
+            f" {bare_woke:.1f} wakeups/s; {load}",
         )
     ]
 
 
 def run(quick: bool) -> list[Row]:
+    parts = {p.strip() for p in os.environ.get("BENCH_CONSOLE", "").split(",") if p.strip()}
+
+    def wanted(part: str) -> bool:
+        return not parts or part in parts
+
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-console-") as d:
         tmp = Path(d)
-        rows = _cold_start(tmp, runs=1 if quick else 3)
-        rows += _memory(tmp, fires=100_000 if quick else 1_000_000, pages=20 if quick else 100)
-        rows += _latency(tmp, samples=8 if quick else 40)
-        rows += _timeline(tmp, quick)
-        rows += idle_cpu(tmp, seconds=10 if quick else 30)
+        if wanted("cold"):
+            rows += _cold_start(tmp, runs=1 if quick else 3)
+        if wanted("memory"):
+            rows += _memory(tmp, fires=100_000 if quick else 1_000_000, pages=20 if quick else 100)
+        if wanted("latency"):
+            rows += _latency(tmp, samples=8 if quick else 40)
+        if wanted("timeline"):
+            rows += _timeline(tmp, quick)
+        if wanted("idle"):
+            rows += idle_cpu(tmp, seconds=10 if quick else 30)
     return rows
