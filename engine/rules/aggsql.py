@@ -96,9 +96,9 @@ _J = "j."
 def gate_predicate(gate: Gate, available: frozenset[str]) -> tuple[str, list[Any]] | None:
     """SQL true for a candidate row (table ``rule_journal``) only if ``gate`` can pass there.
 
-    It counts matching rows (distinct values for ``distinct``) up to ``floor``
-    (``LIMIT floor``), so SQLite stops there, and compares. It is a count of a
-    limited subquery, not ``EXISTS (… OFFSET floor-1)``: SQLite drops a
+    It asks whether the ``floor``-th matching row exists (``EXISTS (… LIMIT 1
+    OFFSET floor-1)``), so SQLite stops there. For ``distinct`` it counts the
+    distinct values of a subquery limited to ``floor`` instead: SQLite drops a
     ``DISTINCT`` inside ``EXISTS``, which would count repeated values. None
     when the gate has no floor or no index serves it.
     """
@@ -156,8 +156,12 @@ def _subquery(
         what = f"DISTINCT {_J}{gate.field}"
         clauses.append(f"{_J}{gate.field} IS NOT NULL AND {_J}{gate.field} != ''")
     where = " AND ".join(clauses)
-    sql = (
-        f"((SELECT count(*) FROM (SELECT {what} FROM rule_journal AS j WHERE {where}"
-        f" LIMIT {int(floor)})) >= {int(floor)})"
-    )
+    floor = int(floor)  # formatted into the SQL: never anything but an integer
+    if what == "1":
+        sql = f"EXISTS (SELECT 1 FROM rule_journal AS j WHERE {where} LIMIT 1 OFFSET {floor - 1})"
+    else:
+        sql = (
+            f"((SELECT count(*) FROM (SELECT {what} FROM rule_journal AS j WHERE {where}"
+            f" LIMIT {floor})) >= {floor})"
+        )
     return sql, params

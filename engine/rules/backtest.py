@@ -24,7 +24,7 @@ import datetime as _dt
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -36,7 +36,6 @@ from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError
 from engine.rules.fires import Fire
 from engine.rules.hooks import DefaultHooks, FireHooks
 from engine.rules.model import CompiledRule
-from engine.rules.prefilter import Clause
 from engine.rules.replay import Mode, ReplayPlan, plan_replay
 from engine.rules.window import ROW_SELECT, WindowIndex
 from engine.timefmt import iso_ms
@@ -315,12 +314,13 @@ def candidate_plan_for(
     rules: Sequence[CompiledRule],
     host: object,
     hooks: FireHooks,
-    gates: Mapping[str, tuple[Clause, ...]] | None = None,
-    scan: bool = False,
+    replay: ReplayPlan | None = None,
 ) -> CandidatePlan:
     """The rows a replay of ``rules`` must read (every row unless the host is the window index)."""
     filters = host.feed_filters() if isinstance(host, WindowIndex) else None
-    return candidate_plan(rules, filters, hooks.row_kinds, gates, scan)
+    if replay is None:
+        return candidate_plan(rules, filters, hooks.row_kinds)
+    return candidate_plan(rules, filters, hooks.row_kinds, replay.gates, replay.scan, replay.order)
 
 
 def run_backtest(
@@ -368,11 +368,7 @@ def run_backtest(
     host = factory(rules)
     core = RowEvaluator(rules, host, hooks, conn=None)
     names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
-    cplan = (
-        candidate_plan_for(rules, host, hooks, plan.gates, plan.scan)
-        if prefilter
-        else CandidatePlan(None)
-    )
+    cplan = candidate_plan_for(rules, host, hooks, plan) if prefilter else CandidatePlan(None)
     fires: list[Fire] = []
     done = 0
     cancelled = False

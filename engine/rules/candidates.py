@@ -39,6 +39,8 @@ class CandidatePlan:
     #: Read the candidates in one pass over the table instead of through the
     #: indexes: cheaper when they are a large share of it (see ``rows``).
     scan: bool = False
+    #: Types by how many rows they hold, most first (the scan tests them in this order).
+    order: tuple[str, ...] = ()
 
     @property
     def everything(self) -> bool:
@@ -60,6 +62,53 @@ class CandidatePlan:
             out.append((" AND ".join(parts) or "1", params))
         return out
 
+    def scan_where(self) -> tuple[str, list[Any]]:
+        """The whole union as one WHERE fragment for a pass over the table.
+
+        Terms are grouped by ``type``: the commonest types first, each tested
+        once (``type = ?`` then its terms), then one ``type IN (…)`` for all the
+        rarer ones, so a row meets a few comparisons instead of every term in
+        turn. Terms that name no type follow, those naming one other column
+        merged into one ``IN``. It stays an OR/AND chain on purpose: SQLite
+        short-circuits those in a WHERE clause but evaluates both sides of an
+        AND inside a ``CASE`` branch, which would run every gate's subquery.
+        """
+        by_type: dict[str, list[Term]] = {}
+        rest: list[Term] = []
+        for term in self.terms or ():
+            types = dict(term.conditions).get("type")
+            if types is None:
+                rest.append(term)
+            for value in types or ():
+                by_type.setdefault(value, []).append(term)
+        rank = {t: i for i, t in enumerate(self.order)}
+        ordered = sorted(by_type, key=lambda t: (rank.get(t, len(rank)), t))
+        parts: list[str] = []
+        params: list[Any] = []
+
+        def branch(value: str) -> tuple[str, list[Any]]:
+            clause, values = _any_of(
+                Term(tuple(c for c in m.conditions if c[0] != "type"), m.extra)
+                for m in by_type[value]
+            )
+            return f"(type = ? AND ({clause}))", [value, *values]
+
+        for value in ordered[:COMMON_TYPES]:
+            clause, values = branch(value)
+            parts.append(clause)
+            params += values
+        rare = ordered[COMMON_TYPES:]
+        if rare:
+            inner = [branch(value) for value in rare]
+            marks = ", ".join("?" * len(rare))
+            parts.append(f"(type IN ({marks}) AND ({' OR '.join(c for c, _ in inner)}))")
+            params += [*rare, *(v for _, vs in inner for v in vs)]
+        if rest:
+            clause, values = _any_of(rest)
+            parts.append(f"({clause})")
+            params += values
+        return " OR ".join(parts) or "0", params
+
     def rows(
         self, conn: sqlite3.Connection, select: str, bound: str, params: Sequence[Any]
     ) -> Iterator[tuple[Any, ...]]:
@@ -68,13 +117,11 @@ class CandidatePlan:
             yield from conn.execute(f"{select} WHERE {bound} ORDER BY seq", tuple(params))
             return
         queries = self.queries()
-        unindexed = any(not term.indexed for term in self.terms)
-        if len(queries) > 1 and (self.scan or unindexed):
+        if len(queries) > 1 and self.one_pass:
             # One pass in seq order over the table (the rowid range of ``bound``):
             # reading most of it through an index costs a table lookup per row,
             # and a term no index serves has the table read anyway.
-            clause = " OR ".join(f"({c})" for c, _ in queries)
-            values = [v for _, vs in queries for v in vs]
+            clause, values = self.scan_where()
             sql = f"{select} NOT INDEXED WHERE {bound} AND ({clause}) ORDER BY seq"
             yield from conn.execute(sql, (*params, *values))
             return
@@ -91,11 +138,20 @@ class CandidatePlan:
                 last = row[0]
                 yield row
 
+    @property
+    def one_pass(self) -> bool:
+        """Whether :meth:`rows` reads in one pass over the table (see ``scan``)."""
+        return self.scan or any(not term.indexed for term in self.terms or ())
+
     def count(self, conn: sqlite3.Connection, bound: str, params: Sequence[Any]) -> int:
         """How many rows :meth:`rows` yields for the same bound (for progress)."""
         if self.terms is None:
             sql = f"SELECT count(*) FROM rule_journal WHERE {bound}"
             return int(conn.execute(sql, tuple(params)).fetchone()[0])
+        if self.one_pass:
+            clause, values = self.scan_where()
+            sql = f"SELECT count(*) FROM rule_journal NOT INDEXED WHERE {bound} AND ({clause})"
+            return int(conn.execute(sql, (*params, *values)).fetchone()[0])
         queries = self.queries()
         if not queries:
             return 0
@@ -105,8 +161,34 @@ class CandidatePlan:
         return int(conn.execute(sql, tuple(values)).fetchone()[0])
 
 
+#: How many of the commonest types a pass tests one by one (see ``scan_where``).
+COMMON_TYPES = 3
+
+
 def _seq(row: tuple[Any, ...]) -> int:
     return int(row[0])
+
+
+def _any_of(terms: Iterable[Term]) -> tuple[str, list[Any]]:
+    """The OR of terms; terms that are one ``IN`` on the same column become one ``IN``."""
+    merged: dict[str, frozenset[str]] = {}
+    parts: list[str] = []
+    params: list[Any] = []
+    for term in terms:
+        if len(term.conditions) == 1 and not term.extra:
+            name, allowed = term.conditions[0]
+            merged[name] = merged.get(name, frozenset()) | allowed
+            continue
+        clause, values = term.sql()
+        if clause == "1":
+            return "1", []
+        parts.append(clause)
+        params += values
+    for name, allowed in merged.items():
+        clause, more = Term(((name, allowed),)).sql()
+        parts.insert(0, clause)
+        params[:0] = more
+    return " OR ".join(f"({p})" for p in parts) or "0", params
 
 
 def minimal_terms(terms: Iterable[Term]) -> tuple[Term, ...]:
@@ -129,6 +211,7 @@ def candidate_plan(
     hook_kinds: frozenset[str] | None,
     gates: Mapping[str, tuple[Clause, ...]] | None = None,
     scan: bool = False,
+    order: tuple[str, ...] = (),
 ) -> CandidatePlan:
     """The union of the rules' prefilters, the window index's feeds and the hooks' kinds.
 
@@ -151,4 +234,4 @@ def candidate_plan(
             return CandidatePlan(None)
         terms.append(Term(tuple(sorted(filters))))
     terms.extend(Term((("kind", frozenset({k})),)) for k in sorted(hook_kinds))
-    return CandidatePlan(minimal_terms(terms), scan)
+    return CandidatePlan(minimal_terms(terms), scan, order)

@@ -247,7 +247,7 @@ class Term:
         ) and set(self.extra) <= set(other.extra)
 
     def sql(self) -> tuple[str, list[Any]]:
-        prefix, prefix_params = _conditions_sql(self.conditions)
+        prefix, prefix_params = _conditions_sql(self.prefix)
         rest, rest_params = self.residual_sql()
         parts = [p for p in (prefix, rest) if p != "1"]
         return " AND ".join(parts) or "1", prefix_params + rest_params

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from engine.rules.aggsql import gate_predicate, index_keys, journal_indexes
 from engine.rules.evaluator import FastHost
 from engine.rules.host_sql import SqlHost
-from engine.rules.model import CompiledRule
+from engine.rules.model import KIND_NAMES, CompiledRule
 from engine.rules.prefilter import Clause, Term, for_rule
 from engine.rules.window import Shape, group_filters, plan_rule
 
@@ -44,6 +44,8 @@ C_READ = 8.0
 C_ENTRY = 0.25
 #: A row read through an index (entry, then table lookup) against one read in a pass.
 SCAN_FACTOR = 4
+#: Ranges longer than this (in seqs) are counted on slices (see ``_Stats._samples``).
+SAMPLE_ABOVE = 400_000
 
 
 class ReplayHost(FastHost):
@@ -116,6 +118,8 @@ class ReplayPlan:
     gates: Mapping[str, tuple[Clause, ...]] = field(default_factory=dict)
     #: The rules' candidates are a large share of the range: read them in one pass.
     scan: bool = False
+    #: The types the rules name, by estimated rows, most first (for that pass).
+    order: tuple[str, ...] = ()
 
     def host(self, rules: Sequence[CompiledRule], conn: sqlite3.Connection) -> FastHost:
         shapes = [s for cr in rules for s in plan_rule(cr.rule).shapes]
@@ -140,6 +144,9 @@ class _Stats:
         """Rows of the range with these kinds and types (``None``: any), from the index."""
         if kinds is None and types is None:
             return self.rows
+        if kinds is None:
+            # The (kind, type) index serves a seq range only under a kind: name them all.
+            kinds = frozenset(KIND_NAMES)
         conds = tuple(
             (name, values) for name, values in (("kind", kinds), ("type", types)) if values
         )
@@ -149,9 +156,26 @@ class _Stats:
         if key not in self._counts:
             where, params = Term(conds).sql()
             sql = f"SELECT count(*) FROM rule_journal WHERE seq BETWEEN ? AND ? AND {where}"
-            row = self.conn.execute(sql, (self.first_seq, self.last_seq, *params)).fetchone()
-            self._counts[key] = int(row[0])
+            total = 0.0
+            for lo, hi, scale in self._samples():
+                row = self.conn.execute(sql, (lo, hi, *params)).fetchone()
+                total += int(row[0]) * scale
+            self._counts[key] = int(total)
         return self._counts[key]
+
+    def _samples(self) -> list[tuple[int, int, float]]:
+        """Seq ranges to count in, with their weights: the whole range, or 8 spread slices.
+
+        A count is only an estimate for the cost model, so on a long range an
+        eighth of it, in slices spread over its length, is enough.
+        """
+        first, last = self.first_seq, self.last_seq
+        span = last - first + 1
+        if span <= SAMPLE_ABOVE:
+            return [(first, last, 1.0)]
+        width = span // 64
+        step = span // 8
+        return [(first + i * step, first + i * step + width - 1, step / width) for i in range(8)]
 
     def distinct(self, column: str, cap: int = 1000) -> int:
         """How many values ``column`` takes (walking an index that leads with it; capped)."""
@@ -191,8 +215,9 @@ def plan_replay(
     est = _Estimator(
         _Stats(conn, first_seq, last_seq, rows, max(span_ms, 1)), journal_indexes(conn)
     )
-    groups = group_filters(s for cr in rules for s in plan_rule(cr.rule).shapes)
-    uses = {cr.rule.name: {_key(s) for s in plan_rule(cr.rule).shapes} for cr in rules}
+    planned = {cr.rule.name: plan_rule(cr.rule).shapes for cr in rules}
+    groups = group_filters(s for shapes in planned.values() for s in shapes)
+    uses = {name: {_key(s) for s in shapes} for name, shapes in planned.items()}
     gates = {cr.rule.name: for_rule(cr).gates for cr in rules}
     sql_gates = {g: gate_predicate(g, est.available) for gs in gates.values() for g in gs}
     cands = {cr.rule.name: _candidates(est.stats, cr) for cr in rules}
@@ -239,7 +264,13 @@ def plan_replay(
     # pass over the range costs about one unit per row. Feeds count as candidates.
     feeds = sum(_feed_rows(est.stats, f) or rows for k, f in groups.items() if k not in sql_shapes)
     scan = (sum(cands.values()) + feeds) * SCAN_FACTOR > rows
-    return ReplayPlan(frozenset(sql_shapes), chosen, scan)
+    weight: dict[str, float] = {}
+    for cr in rules:
+        types = for_rule(cr).get("type") or frozenset()
+        for t in types:
+            weight[t] = weight.get(t, 0.0) + cands[cr.rule.name] / len(types)
+    order = tuple(sorted(weight, key=lambda t: (-weight[t], t)))
+    return ReplayPlan(frozenset(sql_shapes), chosen, scan, order)
 
 
 def _candidates(stats: _Stats, cr: CompiledRule) -> int:
