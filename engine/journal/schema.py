@@ -1,7 +1,8 @@
-"""Journal tables (migrations 1 and 6). Columns of ``rule_journal`` are pinned in DESIGN.md.
+"""Journal tables (migrations 1, 6 and 7). Columns of ``rule_journal`` are pinned in DESIGN.md.
 
-Indexes: every index slows admission, so there are exactly three (the third, migration 6,
-serves the backtest prefilter; see SCHEMA_PREFILTER_INDEX). The first two end in
+Indexes: every index slows admission, so there are exactly four: the third (migration 6)
+serves the backtest prefilter (see SCHEMA_PREFILTER_INDEX), the fourth (migration 7)
+per-harness windows of any type (see SCHEMA_HARNESS_AT_INDEX). The first two end in
 ``at`` so a window ``at > now - w`` is a range scan: ``(harness, type, at)``
 serves per-harness aggregates (restarts, verify failures, loop trips) and the
 console's per-harness views; ``(type, at)`` serves fleet-wide aggregates,
@@ -60,3 +61,17 @@ CREATE INDEX IF NOT EXISTS rule_journal_kind_type ON rule_journal (kind, type)
 #: Registered by ``engine.views.store_schema`` with the full schema, not on import: a
 #: journal-only process (a source's writer) registers version 1 alone, with no gap.
 MIGRATION_PREFILTER_INDEX = Migration(6, "prefilter_index", SCHEMA_PREFILTER_INDEX)
+
+#: Migration 7: per-harness windows whatever the type. A rule such as
+#: ``count({"harness": event.harness}, duration("5m")) >= 20`` names no type, so
+#: ``(harness, type, at)`` cannot bound its window by time; without this index a
+#: backtest must feed every journal row to the window index to answer it. With
+#: it, the window is one index range (``engine.rules.aggsql``), read only for the
+#: rows that ask. Its entries append at the end of each harness's stretch (``at``
+#: only grows), so admission pays one cheap b-tree insert per row.
+SCHEMA_HARNESS_AT_INDEX = """
+CREATE INDEX IF NOT EXISTS rule_journal_harness_at ON rule_journal (harness, at)
+"""
+
+#: Registered by ``engine.views.store_schema`` with the full schema (as migration 6).
+MIGRATION_HARNESS_AT_INDEX = Migration(7, "harness_at_index", SCHEMA_HARNESS_AT_INDEX)

@@ -31,11 +31,12 @@ from typing import Any
 
 from engine.durations import DurationError, format_duration_ms, parse_duration_ms
 from engine.errors import InputError
-from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError, fast_host_for
+from engine.rules.candidates import CandidatePlan, candidate_plan
+from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError
 from engine.rules.fires import Fire
 from engine.rules.hooks import DefaultHooks, FireHooks
 from engine.rules.model import CompiledRule
-from engine.rules.prefilter import CandidatePlan, candidate_plan
+from engine.rules.replay import Mode, ReplayPlan, plan_replay
 from engine.rules.window import ROW_SELECT, WindowIndex
 from engine.timefmt import iso_ms
 
@@ -306,12 +307,20 @@ def resolve_range(
 # -- the replay --------------------------------------------------------------------------
 
 
+HostFactory = Callable[[Sequence[CompiledRule]], EvalHost]
+
+
 def candidate_plan_for(
-    rules: Sequence[CompiledRule], host: object, hooks: FireHooks
+    rules: Sequence[CompiledRule],
+    host: object,
+    hooks: FireHooks,
+    replay: ReplayPlan | None = None,
 ) -> CandidatePlan:
     """The rows a replay of ``rules`` must read (every row unless the host is the window index)."""
     filters = host.feed_filters() if isinstance(host, WindowIndex) else None
-    return candidate_plan(rules, filters, hooks.row_kinds)
+    if replay is None:
+        return candidate_plan(rules, filters, hooks.row_kinds)
+    return candidate_plan(rules, filters, hooks.row_kinds, replay.gates, replay.scan, replay.order)
 
 
 def run_backtest(
@@ -323,30 +332,53 @@ def run_backtest(
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     batch: int = BATCH,
-    host_factory: Callable[[Sequence[CompiledRule]], EvalHost] | None = None,
+    host_factory: HostFactory | None = None,
     prefilter: bool = True,
+    replay: Mode = "auto",
+    wrap_host: Callable[[HostFactory], HostFactory] | None = None,
 ) -> BacktestResult:
     """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches.
 
     With ``prefilter`` (the default) only candidate rows are read: rows some
-    rule's prefilter admits, rows the window index keeps and rows of the kinds
-    the fire hooks watch (ticks, for holds), merged in seq order. Every other
-    row would be fed to nothing and evaluated by no rule, so the fires are the
-    same; ``prefilter=False`` reads every row (the reference for that claim).
+    rule's prefilter admits (and, where :func:`~engine.rules.replay.plan_replay`
+    chose to test them in SQL, whose gates pass), rows the window index keeps
+    and rows of the kinds the fire hooks watch (ticks, for holds), merged in
+    seq order; aggregates not worth feeding are answered by SQL on an index.
+    Every other row would be fed to nothing and evaluated by no rule, so the
+    fires are the same; ``prefilter=False`` reads every row into a window
+    index fed with every shape (the reference for that claim). ``replay``
+    picks how aggregates are answered (see :func:`plan_replay`); ``wrap_host``
+    wraps the host factory (the lifecycle remembers the host that way).
     """
     hooks = hooks or DefaultHooks()
-    host = (host_factory or fast_host_for)(rules)
-    core = RowEvaluator(rules, host, hooks or DefaultHooks(), conn=None)
+    plan = ReplayPlan()
+    if prefilter and host_factory is None and seq_range.rows:
+        plan = plan_replay(
+            conn,
+            rules,
+            seq_range.first_seq,
+            seq_range.last_seq,
+            seq_range.rows,
+            seq_range.last_at - seq_range.first_at + 1,
+            replay,
+        )
+    factory: HostFactory = host_factory or (lambda rs: plan.host(rs, conn))
+    if wrap_host is not None:
+        factory = wrap_host(factory)
+    host = factory(rules)
+    core = RowEvaluator(rules, host, hooks, conn=None)
     names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
-    plan = candidate_plan_for(rules, host, hooks) if prefilter else CandidatePlan(None)
+    cplan = candidate_plan_for(rules, host, hooks, plan) if prefilter else CandidatePlan(None)
     fires: list[Fire] = []
     done = 0
     cancelled = False
     total = seq_range.rows
     if seq_range.rows:
-        max_window = max((p.window_ms for cr in rules for p in cr.rule.primitives), default=0)
+        max_window = host.max_window_ms if isinstance(host, WindowIndex) else 0
         if max_window and isinstance(host, WindowIndex):
-            warm = plan.rows(
+            # Rows before the range are only fed, never evaluated: read just what feeds need.
+            feeds = cplan if cplan.everything else candidate_plan_for((), host, _NO_HOOKS)
+            warm = feeds.rows(
                 conn,
                 ROW_SELECT,
                 "seq < ? AND at > ?",
@@ -355,9 +387,9 @@ def run_backtest(
             for row in warm:
                 host.feed(row)
         bound = ("seq BETWEEN ? AND ?", (seq_range.first_seq, seq_range.last_seq))
-        if progress is not None and not plan.everything:
-            total = plan.count(conn, *bound)
-        rows_iter = plan.rows(conn, ROW_SELECT, *bound)
+        if progress is not None and not cplan.everything:
+            total = cplan.count(conn, *bound)
+        rows_iter = cplan.rows(conn, ROW_SELECT, *bound)
         process = core.process
         while True:
             if cancel is not None and cancel.is_set():
@@ -386,3 +418,12 @@ def run_backtest(
         store_errors=len(core.store_errors),
         cancelled=cancelled,
     )
+
+
+class _NoHooks(DefaultHooks):
+    """Hooks that watch no kind: the warm-up reads rows for the window index only."""
+
+    row_kinds: frozenset[str] | None = frozenset()
+
+
+_NO_HOOKS = _NoHooks()

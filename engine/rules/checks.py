@@ -74,6 +74,12 @@ def _window(node: Node) -> tuple[int | None, str | None]:
     return ms, None
 
 
+def cel_window_ms(node: Node) -> int | None:
+    """The window a valid literal ``duration("…")`` argument stands for, else None."""
+    ms, err = _window(node)
+    return ms if err is None else None
+
+
 def _cel_duration_ms(text: str) -> int:
     """CEL duration literals use h/m/s/ms (and us/ns); no days."""
     if text.endswith("ns") or text.endswith("us"):

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine.rules.fires import Fire, insert_fires
+from engine.rules.gates import Gate, GateCheck, gate_record, make_check
 from engine.rules.hooks import DefaultHooks, FireHooks
-from engine.rules.model import CompiledRule, Rule
+from engine.rules.model import CompiledRule, EvalResult, Rule
 from engine.rules.prefilter import for_rule
 from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex, plan_rule
 from engine.store.txn import immediate
@@ -88,6 +89,13 @@ class _Entry:
     # guard besides ``type``, and checking it inline beats a generator per row.
     guard_col: int = -1
     guard_vals: frozenset[str] = frozenset()
+    # ``event.F != "lit"`` conjuncts: (column, values that make the rule false).
+    exclusions: tuple[tuple[int, frozenset[str]], ...] = ()
+    # Aggregate thresholds tested before CEL (see engine.rules.gates).
+    gates: tuple[GateCheck, ...] = ()
+    # Set when the guards and gates are the whole condition: they decide the rule, and
+    # a row passing them matches with these gates' calls (no CEL needed).
+    decided: tuple[Gate, ...] | None = None
 
 
 def row_view(row: Sequence[Any]) -> dict[str, object]:
@@ -122,6 +130,8 @@ class RowEvaluator:
     rule_errors: list[RuleError] = field(default_factory=list)
     store_errors: list[StoreErrorRecord] = field(default_factory=list)
     conn: sqlite3.Connection | None = None
+    #: Test each rule's aggregate gates before CEL (False only to prove they change nothing).
+    use_gates: bool = True
 
     def __post_init__(self) -> None:
         self._by_kind: dict[str, list[tuple[_Entry, frozenset[str] | None]]] = {}
@@ -134,8 +144,15 @@ class RowEvaluator:
             guards = [(COL[name], vals) for name, vals in prefilter.conditions if name != "type"]
             target_col = COL.get(cr.rule.target, -1)
             entry = _Entry(cr, cr.rule, tuple(guards[1:]), target_col)
+            entry.exclusions = tuple((COL[name], vals) for name, vals in prefilter.exclusions)
             if guards:
                 entry.guard_col, entry.guard_vals = guards[0]
+            if self.use_gates:
+                entry.gates = tuple(make_check(g, COL, self.host) for g in prefilter.gates)
+                # Only a loader-compiled rule: its runner is the CEL program the
+                # prefilter was derived from, within its cost limit.
+                if prefilter.complete and cr.prefilter is prefilter:
+                    entry.decided = prefilter.gates
             self._by_kind.setdefault(cr.rule.on, []).append((entry, type_guard))
         self._dispatch: dict[tuple[str, str], list[_Entry]] = {}
         self._row_kinds = self.hooks.row_kinds
@@ -177,10 +194,29 @@ class RowEvaluator:
                 continue
             if entry.guards and not all(row[c] in vals for c, vals in entry.guards):
                 continue
+            if entry.exclusions and any(row[c] in vals for c, vals in entry.exclusions):
+                continue
+            if entry.gates:
+                try:
+                    for check in entry.gates:
+                        if not check(row, host):
+                            break
+                    else:
+                        check = None
+                except _UNANSWERED:
+                    # The host cannot answer (a selector the window index refuses, a store
+                    # read error): CEL meets the same failure and records it as it always
+                    # did; a store error seen here is dropped so no later rule is blamed.
+                    host.take_store_error()
+                    check = None
+                if check is not None:
+                    continue  # a gate failed: the rule is false on this row
             if view is None:
                 view = row_view(row)
             self.evaluations += 1
-            result = entry.compiled.evaluate(view, now, host)
+            result = _decide(entry, row, host) if entry.decided is not None else None
+            if result is None:
+                result = entry.compiled.evaluate(view, now, host)
             if result.error is not None:
                 store_error = host.take_store_error()
                 if store_error is not None:
@@ -217,6 +253,39 @@ class RowEvaluator:
         if self.evaluations != evaluations:
             self.rows_evaluated += 1
         return fires
+
+
+#: What a gate's host call may raise instead of answering (see ``process``).
+_UNANSWERED = (LookupError, RuntimeError, ValueError, TypeError)
+
+#: Tuple positions of the string columns (CEL reads them as strings) and of ``n``.
+_STRING_COLS = tuple(i for i, name in enumerate(COLUMNS) if name not in ("seq", "at", "n"))
+_N_COL = COL["n"]
+
+
+def _decide(entry: _Entry, row: Sequence[Any], host: EvalHost) -> EvalResult | None:
+    """The match of a rule its guards and gates decide (they all passed), or None for CEL.
+
+    The result is what the CEL program returns when every conjunct holds: a
+    match whose calls are the gates' calls in source order (CEL evaluates them
+    all, left to right) and whose cost is the rule's static cost (its base
+    cost plus one primitive charge per call). A row whose values CEL would
+    refuse (a non-string in a string column, a non-integer ``n``) goes to CEL,
+    which reports it; so does any host failure.
+    """
+    for i in _STRING_COLS:
+        if type(row[i]) is not str:
+            return None
+    n = row[_N_COL]
+    if n is not None and type(n) is not int:
+        return None
+    gates = entry.decided or ()
+    try:
+        calls = tuple(gate_record(g, row, COL, host) for g in gates)
+    except _UNANSWERED:
+        host.take_store_error()
+        return None
+    return EvalResult(True, calls, entry.rule.static_cost, None)
 
 
 # -- live evaluation -----------------------------------------------------------------

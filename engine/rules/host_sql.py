@@ -6,7 +6,9 @@ the seqs a call counted), the naive baseline of the benchmarks, and the
 reference a test compares :class:`engine.rules.window.WindowIndex` against.
 Its semantics are the window index's: rows with ``seq <=`` the evaluated
 row's seq and ``at > now - window``; an absent column matches ``""``;
-``distinct`` counts distinct non-empty values; results saturate.
+``distinct`` counts distinct non-empty values; results saturate. The clauses
+come from :mod:`engine.rules.aggsql`, which also bounds ``at <= now`` so an
+index reads only the window (``at`` is non-decreasing in ``seq``).
 
 A sqlite error while reading is re-raised as :class:`StoreReadError` and
 remembered, so the evaluator can record that row as ``store_error`` (the one
@@ -20,6 +22,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.rules.aggsql import window_where
 from engine.rules.model import SATURATION, SELECTOR_KEYS
 
 _ALLOWED = frozenset(SELECTOR_KEYS)
@@ -32,18 +35,7 @@ class StoreReadError(RuntimeError):
 def _where(
     selector: Mapping[str, str], window_ms: int, seq: int, now_ms: int
 ) -> tuple[str, list[Any]]:
-    clauses = ["seq <= ?", "at > ?"]
-    params: list[Any] = [seq, now_ms - window_ms]
-    for key in sorted(selector):
-        if key not in _ALLOWED:
-            raise ValueError(f"selector key {key!r} is not one of {', '.join(SELECTOR_KEYS)}")
-        value = selector[key]
-        if value == "":
-            clauses.append(f"({key} IS NULL OR {key} = '')")
-        else:
-            clauses.append(f"{key} = ?")
-            params.append(value)
-    return " AND ".join(clauses), params
+    return window_where(selector, window_ms, seq, now_ms)
 
 
 class SqlHost:

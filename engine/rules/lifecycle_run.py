@@ -136,18 +136,12 @@ def backtest_with_lifecycle(
     what the live evaluator would have done over the same rows.
     """
     from engine.rules.backtest import BacktestResult, run_backtest
-    from engine.rules.evaluator import fast_host_for
 
     hooks = LifecycleHooks(Lifecycle(authority), rules)
     active = hooks.active_rules(rules)
     hooks.rules = {cr.rule.name: cr for cr in active}
     result: BacktestResult = run_backtest(
-        conn,
-        active,
-        seq_range,
-        hooks=hooks,
-        host_factory=hooks.host_factory(fast_host_for),
-        **kwargs,
+        conn, active, seq_range, hooks=hooks, wrap_host=hooks.host_factory, **kwargs
     )
     result.extra["lifecycle"] = lifecycle_summary(result.fires, hooks)
     return result

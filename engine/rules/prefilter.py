@@ -20,20 +20,20 @@ evaluated on every row of its kind, as before. Nothing is guessed.
 An absent column reads as ``""`` in CEL (the row view drops NULL and ``""``),
 so a literal ``""`` admits NULL too, in Python and in SQL alike.
 
-:class:`CandidatePlan` turns the conditions of a rule set (plus the rows the
-window index and the fire hooks need) into SQL over the journal's indexes,
-which :mod:`engine.rules.backtest` reads merged in seq order.
+:class:`Term` is a prefilter's SQL form; :mod:`engine.rules.candidates` turns
+the terms of a rule set (plus the rows the window index and the fire hooks
+need) into queries over the journal's indexes, which
+:mod:`engine.rules.backtest` reads merged in seq order.
 """
 
 from __future__ import annotations
 
-import heapq
-import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.rules.celast import Node
+from engine.rules.gates import Gate, derive_gates
 from engine.rules.model import SELECTOR_KEYS, CompiledRule
 
 #: Indexed string columns a condition may name (the selector keys).
@@ -44,14 +44,22 @@ Condition = tuple[str, frozenset[str]]
 
 @dataclass(frozen=True, slots=True)
 class Prefilter:
-    """A rule's necessary condition: ``kind == on`` and every ``column IN values``.
+    """A rule's necessary condition: ``kind == on``, every ``column IN values``, every gate.
 
     ``conditions`` is sorted by column; an empty tuple means every row of the
-    kind. A condition with no values means no row can match.
+    kind. A condition with no values means no row can match. ``gates`` are
+    the rule's aggregate thresholds (:mod:`engine.rules.gates`), which the
+    evaluator tests before CEL and a backtest may test in SQL.
     """
 
     kind: str
     conditions: tuple[Condition, ...] = ()
+    gates: tuple[Gate, ...] = ()
+    #: ``event.F != "lit"`` conjuncts: (column, values the row must not have), by column.
+    exclusions: tuple[Condition, ...] = ()
+    #: Every top-level conjunct is a condition, an exclusion or a gate, so the rule
+    #: is true exactly when they all hold (the evaluator needs no CEL to decide it).
+    complete: bool = False
 
     def get(self, column: str) -> frozenset[str] | None:
         for name, values in self.conditions:
@@ -69,20 +77,64 @@ class Prefilter:
         if (also := self.get("kind")) is not None:
             kinds &= also  # the rule also tests event.kind: both must hold
         rest = [c for c in self.conditions if c[0] != "kind"]
-        return Term(tuple(sorted((("kind", kinds), *rest))))
+        return Term(tuple(sorted((("kind", kinds), *rest))), exclusion_sql(self.exclusions))
 
 
 def derive(root: Node, refs: Mapping[int, str] | None, kind: str) -> Prefilter:
     """The prefilter of a rule ``on: kind`` whose checked ``when`` is ``root``."""
     refs = refs or {}
     found: dict[str, frozenset[str]] = {}
-    for conj in _flatten(root, "_&&_"):
+    excluded: dict[str, frozenset[str]] = {}
+    conjuncts = _flatten(root, "_&&_")
+    unused = 0
+    for conj in conjuncts:
         cond = _condition(conj, refs)
-        if cond is None:
+        if cond is not None:
+            name, values = cond
+            found[name] = found[name] & values if name in found else values
             continue
-        name, values = cond
-        found[name] = found[name] & values if name in found else values
-    return Prefilter(kind, tuple(sorted(found.items())))
+        excl = _exclusion(conj, refs)
+        if excl is not None:
+            name, values = excl
+            excluded[name] = excluded.get(name, frozenset()) | values
+            continue
+        unused += 1
+    gates = derive_gates(root, refs, kind)
+    complete = unused == len(gates) and not any(g.never for g in gates)
+    return Prefilter(
+        kind,
+        tuple(sorted(found.items())),
+        gates,
+        tuple(sorted(excluded.items())),
+        complete,
+    )
+
+
+def _exclusion(node: Node, refs: Mapping[int, str]) -> Condition | None:
+    """``event.F != "lit"`` (either order): false exactly when the column holds ``lit``."""
+    if node.kind != "call" or node.target is not None or node.name != "_!=_":
+        return None
+    if len(node.args) != 2:
+        return None
+    left, right = node.args
+    for f, v in ((left, right), (right, left)):
+        name, value = _event_field(f, refs), _string(v)
+        if name is not None and value is not None:
+            return name, frozenset({value})
+    return None
+
+
+def exclusion_sql(exclusions: Iterable[Condition]) -> tuple[Clause, ...]:
+    """Each exclusion as an SQL condition (an absent column reads ``""``, as in CEL)."""
+    out: list[Clause] = []
+    for name, values in exclusions:
+        ordered = tuple(sorted(values))
+        marks = ", ".join("?" * len(ordered))
+        if "" in values:
+            out.append((f"({name} IS NOT NULL AND {name} NOT IN ({marks}))", ordered))
+        else:
+            out.append((f"({name} IS NULL OR {name} NOT IN ({marks}))", ordered))
+    return tuple(out)
 
 
 def for_rule(cr: CompiledRule) -> Prefilter:
@@ -169,134 +221,66 @@ def _condition(node: Node, refs: Mapping[int, str]) -> Condition | None:
 # -- candidate rows for a rule set ---------------------------------------------------------
 
 
+#: An SQL condition with its bound values (a gate tested in the candidate query).
+Clause = tuple[str, tuple[Any, ...]]
+
+#: Columns the (kind, type) and (type, at) indexes lead with.
+_INDEX_LEADS = ("kind", "type")
+
+
 @dataclass(frozen=True, slots=True)
 class Term:
-    """A conjunction of ``column IN values`` (``""`` also admits NULL); rows matching it."""
+    """Rows where every ``column IN values`` holds (``""`` also admits NULL) and every extra.
+
+    ``extra`` holds SQL conditions a row must also meet: the gates of a rule
+    a backtest tests in SQL (see :mod:`engine.rules.candidates`).
+    """
 
     conditions: tuple[Condition, ...]
+    extra: tuple[Clause, ...] = ()
 
     def admits(self, other: Term) -> bool:
         """True when every row ``other`` selects is also selected by this term."""
         theirs = dict(other.conditions)
-        return all(name in theirs and theirs[name] <= values for name, values in self.conditions)
+        return all(
+            name in theirs and theirs[name] <= values for name, values in self.conditions
+        ) and set(self.extra) <= set(other.extra)
 
-    def sql(self) -> tuple[str, list[str]]:
-        parts: list[str] = []
-        params: list[str] = []
-        for name, values in self.conditions:
-            ordered = sorted(values)
-            clause = f"{name} IN ({', '.join('?' * len(ordered))})"
-            if "" in values:
-                clause = f"({clause} OR {name} IS NULL)"
-            parts.append(clause)
-            params.extend(ordered)
+    def sql(self) -> tuple[str, list[Any]]:
+        prefix, prefix_params = _conditions_sql(self.prefix)
+        rest, rest_params = self.residual_sql()
+        parts = [p for p in (prefix, rest) if p != "1"]
+        return " AND ".join(parts) or "1", prefix_params + rest_params
+
+    @property
+    def prefix(self) -> tuple[Condition, ...]:
+        """The conditions an index leads with (``kind``, ``type``)."""
+        return tuple(c for c in self.conditions if c[0] in _INDEX_LEADS)
+
+    def residual_sql(self) -> tuple[str, list[Any]]:
+        """The rest of the term (other columns, extras) as SQL; ``"1"`` when nothing is left."""
+        rest = tuple(c for c in self.conditions if c[0] not in _INDEX_LEADS)
+        clause, params = _conditions_sql(rest)
+        parts = [] if clause == "1" else [clause]
+        for sql, values in self.extra:
+            parts.append(sql)
+            params.extend(values)
         return " AND ".join(parts) or "1", params
 
     @property
     def indexed(self) -> bool:
         """Whether an index can find its rows (``kind`` or ``type`` lead the two indexes)."""
-        return any(name in ("kind", "type") for name, _ in self.conditions)
+        return bool(self.prefix)
 
 
-@dataclass(frozen=True, slots=True)
-class CandidatePlan:
-    """The rows a backtest must read: a union of terms, or ``None`` for every row.
-
-    ``terms`` is minimal (no term admits another) and never holds an
-    impossible term (one with an empty value set).
-    """
-
-    terms: tuple[Term, ...] | None
-
-    @property
-    def everything(self) -> bool:
-        return self.terms is None
-
-    def rows(
-        self, conn: sqlite3.Connection, select: str, bound: str, params: Sequence[Any]
-    ) -> Iterator[tuple[Any, ...]]:
-        """Rows matching ``bound`` (a WHERE fragment) and any term, in seq order, once each.
-
-        Terms an index can serve get a query each, merged by seq; the others
-        share one scan so the table is read at most once for them.
-        """
-        if self.terms is None:
-            yield from conn.execute(f"{select} WHERE {bound} ORDER BY seq", tuple(params))
-            return
-        queries: list[tuple[str, list[Any]]] = []
-        scanned: list[tuple[str, list[str]]] = []
-        for term in self.terms:
-            clause, values = term.sql()
-            if term.indexed:
-                queries.append((f"({clause})", values))
-            else:
-                scanned.append((clause, values))
-        if scanned:
-            clause = " OR ".join(f"({c})" for c, _ in scanned)
-            queries.append((f"({clause})", [v for _, vs in scanned for v in vs]))
-        cursors = [
-            conn.execute(f"{select} WHERE {bound} AND {clause} ORDER BY seq", (*params, *values))
-            for clause, values in queries
-        ]
-        last = None
-        for row in heapq.merge(*cursors, key=_seq):
-            if row[0] != last:
-                last = row[0]
-                yield row
-
-    def count(self, conn: sqlite3.Connection, bound: str, params: Sequence[Any]) -> int:
-        """How many rows :meth:`rows` yields for the same bound (for progress)."""
-        if self.terms is None:
-            sql = f"SELECT count(*) FROM rule_journal WHERE {bound}"
-            return int(conn.execute(sql, tuple(params)).fetchone()[0])
-        if not self.terms:
-            return 0
-        parts: list[str] = []
-        values: list[Any] = []
-        for term in self.terms:
-            clause, vs = term.sql()
-            parts.append(f"SELECT seq FROM rule_journal WHERE {bound} AND {clause}")
-            values.extend((*params, *vs))
-        sql = f"SELECT count(*) FROM ({' UNION '.join(parts)})"
-        return int(conn.execute(sql, tuple(values)).fetchone()[0])
-
-
-def _seq(row: tuple[Any, ...]) -> int:
-    return int(row[0])
-
-
-def minimal_terms(terms: Iterable[Term]) -> tuple[Term, ...]:
-    """Drop impossible terms and terms another term admits (keeping the first of equals)."""
-    pool = [t for t in dict.fromkeys(terms) if all(values for _, values in t.conditions)]
-    keep: list[Term] = []
-    for i, term in enumerate(pool):
-        if any(
-            j != i and other.admits(term) and (not term.admits(other) or j < i)
-            for j, other in enumerate(pool)
-        ):
-            continue
-        keep.append(term)
-    return tuple(keep)
-
-
-def candidate_plan(
-    rules: Sequence[CompiledRule],
-    window_filters: Iterable[tuple[Condition, ...]] | None,
-    hook_kinds: frozenset[str] | None,
-) -> CandidatePlan:
-    """The union of the rules' prefilters, the window index's feeds and the hooks' kinds.
-
-    ``window_filters`` holds, per window index, the literal filters its rows
-    must pass (an empty tuple: it needs every row); ``None`` means the host
-    is not the window index, whose needs are unknown, so every row is read.
-    ``hook_kinds`` is :attr:`FireHooks.row_kinds` (``None``: every row).
-    """
-    if window_filters is None or hook_kinds is None:
-        return CandidatePlan(None)
-    terms: list[Term] = [for_rule(cr).term() for cr in rules]
-    for filters in window_filters:
-        if not filters:
-            return CandidatePlan(None)
-        terms.append(Term(tuple(sorted(filters))))
-    terms.extend(Term((("kind", frozenset({k})),)) for k in sorted(hook_kinds))
-    return CandidatePlan(minimal_terms(terms))
+def _conditions_sql(conditions: Iterable[Condition]) -> tuple[str, list[Any]]:
+    parts: list[str] = []
+    params: list[Any] = []
+    for name, values in conditions:
+        ordered = sorted(values)
+        clause = f"{name} IN ({', '.join('?' * len(ordered))})"
+        if "" in values:
+            clause = f"({clause} OR {name} IS NULL)"
+        parts.append(clause)
+        params.extend(ordered)
+    return " AND ".join(parts) or "1", params

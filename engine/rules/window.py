@@ -224,7 +224,7 @@ class WindowIndex:
             hits = table.get(row[col])
             if hits:
                 for index, rest in hits:
-                    if all(row[c] in allowed for c, allowed in rest):
+                    if not rest or all(row[c] in allowed for c, allowed in rest):
                         index.add(row)
         self._since_sweep += 1
         if self._since_sweep >= SWEEP_EVERY:
@@ -246,6 +246,21 @@ class WindowIndex:
 
     def set_now(self, now_ms: int) -> None:
         self.now_ms = now_ms
+
+    def index_for(
+        self, fn: str, field: str | None, keys: Sequence[str], window_ms: int
+    ) -> tuple[_Index, tuple[tuple[str, frozenset[str]], ...]] | None:
+        """The index answering this call shape and its literal filters (None: not fed here).
+
+        For callers that ask the same shape on every row (the evaluator's gates,
+        :mod:`engine.rules.gates`): they build the bucket key themselves and call
+        ``index.query(key, host.now_ms)``, skipping the per-call lookup. They
+        must apply the filters as :meth:`_lookup` does (a value outside them is
+        refused, never answered).
+        """
+        key = (tuple(sorted(keys)), field if fn == "distinct" else None, window_ms)
+        index = self._indexes.get(key)
+        return None if index is None else (index, self._filters[key])
 
     # -- the PrimitiveHost protocol -----------------------------------------------
 
@@ -302,6 +317,24 @@ def _key_getter(keys: tuple[str, ...]) -> Callable[[Row], Any]:
 def _const_key(row: Row) -> None:
     """An empty selector matches every row: one bucket keyed ``None``."""
     return None
+
+
+def group_filters(
+    shapes: Iterable[Shape],
+) -> dict[tuple[tuple[str, ...], str | None, int], tuple[tuple[str, frozenset[str]], ...]]:
+    """Per index (keys, distinct field, window), the literal filters its feed applies.
+
+    The same grouping :class:`WindowIndex` builds, for planners that decide
+    which indexes to feed before building one.
+    """
+    groups: dict[tuple[tuple[str, ...], str | None, int], list[Shape]] = {}
+    for shape in shapes:
+        fld = shape.field if shape.fn == "distinct" else None
+        groups.setdefault((tuple(sorted(shape.keys)), fld, shape.window_ms), []).append(shape)
+    return {
+        key: tuple((COLUMNS[col], allowed) for col, allowed in _literal_filters(key[0], members))
+        for key, members in groups.items()
+    }
 
 
 def _literal_filters(

@@ -27,6 +27,7 @@ FULL_SCHEMA: tuple[Migration, ...] = (
     proposals_schema.MIGRATION,
     stops_schema.MIGRATION,
     journal_schema.MIGRATION_PREFILTER_INDEX,
+    journal_schema.MIGRATION_HARNESS_AT_INDEX,
 )
 
 

@@ -101,8 +101,12 @@ def test_progress_and_cancel_between_batches(store_path: Path) -> None:
     assert result.cancelled
     assert result.rows_scanned == 30
     assert [p.rows_done for p in seen] == [10, 20, 30]
-    # Progress counts candidate rows: the 60 restarts, not the 1,260 rows of the range.
-    assert all(p.rows_total == 60 for p in seen)
+    # Progress counts candidate rows: at most the 60 restarts (fewer when the rule's
+    # threshold is tested in SQL), not the 1,260 rows of the range; exactly what a
+    # whole run reads.
+    whole = run_backtest(conn, [rule], resolve_range(conn))
+    assert all(p.rows_total == whole.rows_scanned for p in seen)
+    assert 30 < whole.rows_scanned <= 60
 
 
 def test_without_the_prefilter_progress_counts_every_row(store_path: Path) -> None:
@@ -114,10 +118,16 @@ def test_without_the_prefilter_progress_counts_every_row(store_path: Path) -> No
     )
     assert [p.rows_done for p in seen] == [500, 1000, 1260]
     assert all(p.rows_total == 1260 for p in seen)
-    assert (result.rows_scanned, result.rows_evaluated) == (1260, 60)
-    filtered = run_backtest(conn, [rule], resolve_range(conn))
-    assert (filtered.rows_scanned, filtered.rows_evaluated) == (60, 60)
+    # CEL runs on 58 of the 60 restarts: on the first two, fewer than 3 restarts are in
+    # the window, so the rule's count gate fails before CEL is asked.
+    assert (result.rows_scanned, result.rows_evaluated) == (1260, 58)
+    filtered = run_backtest(conn, [rule], resolve_range(conn), replay="window")
+    assert (filtered.rows_scanned, filtered.rows_evaluated) == (60, 58)
     assert [f.key() for f in filtered.fires] == [f.key() for f in result.fires]
+    # Testing the gate in SQL leaves those two restarts unread.
+    in_sql = run_backtest(conn, [rule], resolve_range(conn), replay="sql")
+    assert (in_sql.rows_scanned, in_sql.rows_evaluated) == (58, 58)
+    assert [f.key() for f in in_sql.fires] == [f.key() for f in result.fires]
 
 
 def test_result_says_on_recorded_history_and_names_silent_rules(store_path: Path) -> None:
@@ -156,9 +166,9 @@ def test_cli_backtest_by_file_and_by_name(
     assert out["rules"][0]["name"] == "candidate"
     assert out["range"]["rows"] == 1260
     assert len(out["fires"]) == 58  # restarts 3..60, each with >= 3 in the last hour
-    # The saving is visible: the 60 restarts plus the 600 ticks holds need are read,
-    # not the 600 tool calls, and the rule ran on the restarts only.
-    assert (out["rows_scanned"], out["rows_evaluated"]) == (660, 60)
+    # The saving is visible: the 600 ticks holds need and the 58 restarts whose count
+    # reaches 3 are read (SQL tests the count), not the 600 tool calls; CEL ran on those.
+    assert (out["rows_scanned"], out["rows_evaluated"]) == (658, 58)
     code = harness(
         ["rules", "backtest", "restart_same_error", "--store", str(store_path), "--since", "2h"]
     )

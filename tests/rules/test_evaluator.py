@@ -292,8 +292,13 @@ def test_rows_failing_a_static_guard_are_never_evaluated(store: sqlite3.Connecti
     from engine.rules.window import ROW_SELECT
 
     fires = [f for r in store.execute(ROW_SELECT + " ORDER BY seq") for f in core.process(r)]
-    assert core.evaluations == 4
+    # CEL runs on the restarts whose count gate passes (>= 3 in the window): the last two.
+    assert core.evaluations == 2
     assert [f.seq for f in fires] == [503, 504]
+    ungated = RowEvaluator([rule], fast_host_for([rule]), use_gates=False)
+    again = [f for r in store.execute(ROW_SELECT + " ORDER BY seq") for f in ungated.process(r)]
+    assert ungated.evaluations == 4  # the guard alone leaves the four restarts to CEL
+    assert [f.key() for f in again] == [f.key() for f in fires]
 
 
 def test_default_hooks_never_grant_hold_or_stop() -> None:

@@ -1,13 +1,18 @@
 """Property (hypothesis): the prefiltered backtest fires exactly like the unfiltered one.
 
 Rules are generated from guard forms the prefilter must use (literal
-equalities, IN lists, ``||`` chains) and forms it must refuse (negation,
-ternaries, functions, non-literal operands, ``has()``, mixed-field ``||``),
-combined with aggregates whose selectors the window index filters on a
-literal or must see every row for. Journals mix kinds, types, NULL and empty
-columns, equal timestamps and ticks. Both replays run with the default
-policy and with the lifecycle (ticks, cooldowns, shadow, holds), over the
-whole journal and from a seq in the middle (warm window).
+equalities, IN lists, ``||`` chains, ``!=``) and forms it must refuse
+(negation, ternaries, functions, non-literal operands, ``has()``, mixed-field
+``||``), combined with up to two aggregates: selectors the window index
+filters on a literal, selectors with no literal at all (``{"harness":
+event.harness}``, an empty one) that it must see every row for or SQL must
+answer, thresholds that are gates with a floor, without one, or none. Journals
+mix kinds, types, NULL and empty columns, equal timestamps and ticks. The
+prefiltered replay runs with every way of answering aggregates (the cost
+model's choice, everything SQL can serve in SQL, everything in the window
+index), with the default policy and with the lifecycle (ticks, cooldowns,
+shadow, holds), over the whole journal and from a seq in the middle (warm
+window); the reference reads every row into a window index fed every shape.
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ GUARDS: tuple[tuple[str, bool], ...] = (
     ("true", False),
 )
 
-#: Aggregates: literal-typed selectors (filtered feeds) and ones that need every row.
+#: Aggregates: literal-typed selectors (filtered feeds), ones with no literal at all (every
+#: row, or SQL on an index), thresholds with a floor (SQL may test them), without one, none.
 AGGREGATES: tuple[str, ...] = (
     "",
     'count({{"harness": event.harness, "type": "{t}"}}, duration("10m")) >= 2',
@@ -60,15 +66,26 @@ AGGREGATES: tuple[str, ...] = (
     'exists({{"harness": event.harness, "outcome": "error"}}, duration("30m"))',
     'distinct("outcome", {{"type": "{t}"}}, duration("2h")) >= 2',
     'count({{"harness": event.harness}}, duration("5m")) >= 3',
+    'distinct("outcome", {{"harness": event.harness}}, duration("20m")) >= 2',
+    'count({{"harness": event.harness, "type": event.type}}, duration("3m")) > 1',
+    '!exists({{"harness": event.harness, "outcome": "ok"}}, duration("2m"))',
+    'count({{"outcome": event.outcome}}, duration("10m")) < 3',
+    'exists({{"type": event.type, "outcome": ""}}, duration("5m"))',
+    '2 <= count({{}}, duration("1m"))',
+    'count({{"harness": event.harness}}, duration("1m")) == 2',
+    '(count({{"harness": event.harness}}, duration("4m")) >= 2 || event.outcome == "ok")',
 )
 
 _CACHE: dict[tuple[str, str, str], CompiledRule] = {}
 
 
-def rule(index: int, guard: str, agg: str, t: str, u: str, level: str) -> CompiledRule:
+def rule(
+    index: int, guard: str, agg: str, t: str, u: str, level: str, agg2: str = ""
+) -> CompiledRule:
     when = guard.format(t=t, u=u)
-    if agg:
-        when = f"{when} && {agg.format(t=t, u=u)}"
+    for part in (agg, agg2):
+        if part:
+            when = f"{when} && {part.format(t=t, u=u)}"
     key = (when, level, str(index))
     if key not in _CACHE:
         _CACHE[key] = make_rule(f"r{index}", when, level=level, cooldown="2m")
@@ -82,6 +99,7 @@ rule_specs = st.lists(
         st.sampled_from(TYPES),
         st.sampled_from(TYPES),
         st.sampled_from(("annotate", "notify", "hold")),
+        st.integers(0, len(AGGREGATES) - 1),
     ),
     min_size=1,
     max_size=4,
@@ -123,8 +141,8 @@ def build_journal(path: Path, seed: int, n: int) -> None:
 
 
 def full_keys(fires: Any) -> list[tuple[Any, ...]]:
-    """Everything the issue pins: seq, rule, hash, target, level, aggregates, status."""
-    return [(*f.key(), f.status, f.effective_level) for f in fires]
+    """Everything the issue pins: seq, rule, hash, target, level, aggregates, status (and cost)."""
+    return [(*f.key(), f.status, f.effective_level, f.cost) for f in fires]
 
 
 @settings(
@@ -134,11 +152,11 @@ def full_keys(fires: Any) -> list[tuple[Any, ...]]:
 )
 @given(specs=rule_specs, seed=st.integers(0, 10_000), n=st.integers(1, 400))
 def test_prefiltered_backtest_fires_like_the_unfiltered_one(
-    specs: list[tuple[int, int, str, str, str]], seed: int, n: int
+    specs: list[tuple[int, int, str, str, str, int]], seed: int, n: int
 ) -> None:
     rules = [
-        rule(i, GUARDS[g][0], AGGREGATES[a], t, u, level)
-        for i, (g, a, t, u, level) in enumerate(specs)
+        rule(i, GUARDS[g][0], AGGREGATES[a], t, u, level, AGGREGATES[b])
+        for i, (g, a, t, u, level, b) in enumerate(specs)
     ]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "j.db"
@@ -149,16 +167,22 @@ def test_prefiltered_backtest_fires_like_the_unfiltered_one(
         for rng_args in ({}, {"from_seq": middle}):
             seq_range = resolve_range(conn, **rng_args)  # type: ignore[arg-type]
             plain = run_backtest(conn, rules, seq_range, prefilter=False)
-            fast = run_backtest(conn, rules, seq_range)
-            assert full_keys(fast.fires) == full_keys(plain.fires)
-            assert fast.rule_errors == plain.rule_errors
-            assert fast.rows_evaluated == plain.rows_evaluated
-            assert fast.rows_scanned <= plain.rows_scanned == seq_range.rows
             life_plain = backtest_with_lifecycle(conn, rules, seq_range, authority, prefilter=False)
-            life_fast = backtest_with_lifecycle(conn, rules, seq_range, authority)
-            assert full_keys(life_fast.fires) == full_keys(life_plain.fires)
-            assert life_fast.extra == life_plain.extra
+            assert plain.rows_scanned == seq_range.rows
+            for mode in MODES:
+                fast = run_backtest(conn, rules, seq_range, replay=mode)
+                assert full_keys(fast.fires) == full_keys(plain.fires), mode
+                assert fast.rule_errors == plain.rule_errors
+                assert fast.rows_evaluated == plain.rows_evaluated
+                assert fast.rows_scanned <= plain.rows_scanned
+                life_fast = backtest_with_lifecycle(conn, rules, seq_range, authority, replay=mode)
+                assert full_keys(life_fast.fires) == full_keys(life_plain.fires), mode
+                assert life_fast.extra == life_plain.extra
         conn.close()
+
+
+#: Every way a prefiltered replay may answer aggregates (see engine.rules.replay).
+MODES = ("auto", "sql", "window")
 
 
 def test_refused_guards_really_are_refused() -> None:
