@@ -135,12 +135,19 @@ def plan_replay(
     uses = {name: {shape_key(s) for s in shapes} for name, shapes in planned.items()}
     gates = {cr.rule.name: for_rule(cr).gates for cr in rules}
     cands = {cr.rule.name: _candidates(stats, cr) for cr in rules}
+    # A copy that filters on unindexed columns reads the whole range once, shared by
+    # the shapes filtering the same columns (see ``_tables``).
+    sharing: dict[tuple[str, ...], int] = {}
+    for filters in groups.values():
+        cols = tuple(name for name, _ in filters)
+        sharing[cols] = sharing.get(cols, 0) + 1
     where: dict[ShapeKey, str] = {}
     for key, filters in groups.items():
         users = [
             (cands[n], [g for g in gates[n] if g.shape_key == key]) for n in uses if key in uses[n]
         ]
-        choice = _choose(est, key, filters, users, mode)
+        share = sharing[tuple(name for name, _ in filters)]
+        choice = _choose(est, key, filters, users, mode, share)
         if choice is not None:
             where[key] = choice
     tables, names = _tables(where, groups, first_at, last_seq)
@@ -215,10 +222,15 @@ def _choose(
     filters: tuple[Condition, ...],
     users: Sequence[tuple[int, Sequence[Gate]]],
     mode: Mode,
+    share: int = 1,
 ) -> str | None:
-    """``journal``, ``table`` or None (the window index) for one shape."""
+    """``journal``, ``table`` or None (the window index) for one shape.
+
+    ``share`` is how many shapes filter the same columns (they would share
+    one shape table, and the pass that fills it).
+    """
     feed = _feed_rows(est.stats, filters)
-    copy = feed * C_COPY + (est.stats.rows * C_SCAN if _unindexed(filters) else 0)
+    copy = feed * C_COPY + (est.stats.rows * C_SCAN / share if _unindexed(filters) else 0)
     options = {
         "window": feed * C_FEED,
         "table": copy + _calls(est, key, filters, users, "table"),
@@ -260,14 +272,27 @@ def _tables(
 ) -> tuple[
     tuple[tuple[ShapeTable, int, int, tuple[tuple[str, ...], ...]], ...], dict[ShapeKey, str]
 ]:
-    """One shape table per literal filter, shared by the shapes it serves, one index each."""
-    by_filter: dict[tuple[Condition, ...], list[ShapeKey]] = {}
+    """One shape table per literal filter, shared by the shapes it serves.
+
+    Shapes filtering the same unindexed columns (``outcome`` = error, =
+    timeout…) share one table holding the union of their rows, so one pass
+    over the range fills it; each query still names its own literal, so it
+    counts only its rows. (A ``kind``/``type`` filter is read through an index
+    at no such cost, and a table per filter keeps each one small.) Each shape
+    gets an index on its keys, then ``at``, then distinct's field.
+    """
+    by_columns: dict[Any, list[ShapeKey]] = {}
     for key, kind in where.items():
         if kind == "table":
-            by_filter.setdefault(groups[key], []).append(key)
+            filters = groups[key]
+            group = tuple(n for n, _ in filters) if _unindexed(filters) else filters
+            by_columns.setdefault(group, []).append(key)
     out = []
     names: dict[ShapeKey, str] = {}
-    for filters, keys in by_filter.items():
+    for keys in by_columns.values():
+        cols = [n for n, _ in groups[keys[0]]]
+        union = {c: frozenset().union(*(dict(groups[k])[c] for k in keys)) for c in cols}
+        filters = tuple(sorted(union.items()))
         columns = [c for k in keys for c in (*k[0], *([k[1]] if k[1] else []))]
         table = shape_table(columns, None, filters)
         wanted = list(dict.fromkeys((*k[0], "at", *([k[1]] if k[1] else [])) for k in keys))
