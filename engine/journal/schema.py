@@ -67,10 +67,13 @@ MIGRATION_PREFILTER_INDEX = Migration(6, "prefilter_index", SCHEMA_PREFILTER_IND
 #: ``(harness, type, at)`` cannot bound its window by time; without this index a
 #: backtest must feed every journal row to the window index to answer it. With
 #: it, the window is one index range (``engine.rules.aggsql``), read only for the
-#: rows that ask. Its entries append at the end of each harness's stretch (``at``
-#: only grows), so admission pays one cheap b-tree insert per row.
+#: rows that ask. ``args_digest`` rides along so that the repeated-call count
+#: (``{"harness": event.harness, "args_digest": event.args_digest}``, what the
+#: loop guard watches) is answered from the index without reading the table.
+#: Entries append at the end of each harness's stretch (``at`` only grows), so
+#: admission pays one b-tree insert per row.
 SCHEMA_HARNESS_AT_INDEX = """
-CREATE INDEX IF NOT EXISTS rule_journal_harness_at ON rule_journal (harness, at)
+CREATE INDEX IF NOT EXISTS rule_journal_harness_at ON rule_journal (harness, at, args_digest)
 """
 
 #: Registered by ``engine.views.store_schema`` with the full schema (as migration 6).

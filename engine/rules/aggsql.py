@@ -20,41 +20,77 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from engine.rules.gates import Gate
-from engine.rules.model import SELECTOR_KEYS
+from engine.rules.model import SATURATION, SELECTOR_KEYS
 
 _ALLOWED = frozenset(SELECTOR_KEYS)
 
-#: Journal indexes that lead with selector columns and end in ``at``: the keys
-#: they seek on, best first (see :func:`index_keys`).
-WINDOW_INDEXES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("rule_journal_harness_type", ("harness", "type")),
-    ("rule_journal_harness_at", ("harness",)),
-    ("rule_journal_type_at", ("type",)),
-)
+
+@dataclass(frozen=True, slots=True)
+class WindowIndex:
+    """A journal index usable for windows: selector keys, then ``at``, then more columns.
+
+    It seeks on ``seek`` (equality) and a range of ``at``; ``covers`` are the
+    columns after ``at``, which a query can test without reading the table.
+    """
+
+    name: str
+    seek: tuple[str, ...]
+    covers: frozenset[str] = frozenset()
 
 
-def journal_indexes(conn: sqlite3.Connection) -> frozenset[str]:
-    """Names of the indexes the store has on ``rule_journal`` (older stores lack some)."""
-    rows = conn.execute(
+Indexes = tuple[WindowIndex, ...]
+
+
+def journal_indexes(conn: sqlite3.Connection) -> Indexes:
+    """The store's indexes on ``rule_journal`` that serve windows (older stores lack some)."""
+    out: list[WindowIndex] = []
+    names = conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'rule_journal'"
-    )
-    return frozenset(str(r[0]) for r in rows)
+        " AND sql IS NOT NULL ORDER BY name"
+    ).fetchall()
+    for (name,) in names:
+        cols = [str(r[2]) for r in conn.execute(f"PRAGMA index_info({_quote(str(name))})")]
+        if "at" not in cols:
+            continue
+        at = cols.index("at")
+        seek, rest = cols[:at], cols[at + 1 :]
+        if seek and all(c in _ALLOWED for c in seek):
+            out.append(WindowIndex(str(name), tuple(seek), frozenset(rest) & _ALLOWED))
+    return tuple(out)
 
 
-def index_keys(keys: Iterable[str], available: frozenset[str]) -> tuple[str, ...] | None:
-    """The selector keys an index can seek on before its ``at`` range; None when none can.
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
-    Without such an index a window query reads the whole journal: such
+
+def index_keys(keys: Iterable[str], available: Indexes) -> tuple[str, ...] | None:
+    """The selector keys the best index seeks on before its ``at`` range; None when none can.
+
+    The best index seeks on the most keys (then covers the most of the
+    rest). Without one a window query reads the whole journal: such
     aggregates are left to the window index.
     """
+    best = _best(keys, available)
+    return None if best is None else best.seek
+
+
+def index_covers(keys: Iterable[str], available: Indexes) -> bool:
+    """Whether the best index holds every one of ``keys`` (no table read per row)."""
     present = set(keys)
-    for name, cols in WINDOW_INDEXES:
-        if name in available and present.issuperset(cols):
-            return cols
-    return None
+    best = _best(present, available)
+    return best is not None and present <= set(best.seek) | best.covers
+
+
+def _best(keys: Iterable[str], available: Indexes) -> WindowIndex | None:
+    present = set(keys)
+    usable = [i for i in available if present.issuperset(i.seek)]
+    if not usable:
+        return None
+    return max(usable, key=lambda i: (len(i.seek), len(present & i.covers), i.name))
 
 
 def _check_key(key: str) -> None:
@@ -93,8 +129,13 @@ _OUTER = "rule_journal"
 _J = "j."
 
 
-def gate_predicate(gate: Gate, available: frozenset[str]) -> tuple[str, list[Any]] | None:
+def gate_predicate(
+    gate: Gate, available: Indexes, table: str | None = None
+) -> tuple[str, list[Any]] | None:
     """SQL true for a candidate row (table ``rule_journal``) only if ``gate`` can pass there.
+
+    ``table`` names a replay's copy of the gate's shape rows to count in
+    instead of the journal (it is indexed on every selector key, then ``at``).
 
     It asks whether the ``floor``-th matching row exists (``EXISTS (… LIMIT 1
     OFFSET floor-1)``), so SQLite stops there. For ``distinct`` it counts the
@@ -103,35 +144,61 @@ def gate_predicate(gate: Gate, available: frozenset[str]) -> tuple[str, list[Any
     when the gate has no floor or no index serves it.
     """
     floor = gate.floor
-    seek = index_keys(gate.keys, available)
+    seek = gate.keys if table is not None else index_keys(gate.keys, available)
     if floor is None or seek is None:
         return None
     if gate.never:
         return "0", []
-    return _exists(gate, floor, gate.selector, seek)
+    return _split_empty(gate, floor, seek, table or "rule_journal")
 
 
-def _exists(
-    gate: Gate, floor: int, selector: tuple[tuple[str, tuple[str, str]], ...], seek: tuple[str, ...]
+def gate_value(
+    gate: Gate, available: Indexes, table: str | None = None
+) -> tuple[str, list[Any]] | None:
+    """SQL for the exact result the gate's primitive call gives at a candidate row.
+
+    The same count, distinct count or existence the SQL host computes
+    (saturated), with the candidate row's columns as selector values. None
+    when no index serves the shape (the query would read the whole journal).
+    """
+    seek = gate.keys if table is not None else index_keys(gate.keys, available)
+    if seek is None:
+        return None
+    return _split_empty(gate, None, seek, table or "rule_journal")
+
+
+def _split_empty(
+    gate: Gate, floor: int | None, seek: tuple[str, ...], table: str
 ) -> tuple[str, list[Any]]:
-    """At least ``floor`` matching rows (or values); indexed row values split on being empty."""
-    indexed_rows = [v for k, (tag, v) in selector if tag == "row" and k in seek]
-    fast = _subquery(gate, floor, selector, empty_ok=False)
+    """The floor test (or, with no floor, the exact result), split on indexed values being empty.
+
+    A row value matches a column with ``=`` when it is not empty, which an
+    index can seek on; an empty one must match NULL or ``""``, which needs
+    the slower form, so each gets its own subquery.
+    """
+    indexed_rows = [v for k, (tag, v) in gate.selector if tag == "row" and k in seek]
+    if table != "rule_journal":  # a shape table stores absent values as "": plain equality
+        return _subquery(gate, floor, table, empty_ok=False, coalesced=True)
+    fast = _subquery(gate, floor, table, empty_ok=False)
     if not indexed_rows:
         return fast
-    generic = _subquery(gate, floor, selector, empty_ok=True)
+    generic = _subquery(gate, floor, table, empty_ok=True)
     when = " AND ".join(f"COALESCE({_OUTER}.{c}, '') != ''" for c in indexed_rows)
     return f"(CASE WHEN {when} THEN {fast[0]} ELSE {generic[0]} END)", fast[1] + generic[1]
 
 
 def _subquery(
-    gate: Gate, floor: int, selector: tuple[tuple[str, tuple[str, str]], ...], *, empty_ok: bool
+    gate: Gate, floor: int | None, table: str, *, empty_ok: bool, coalesced: bool = False
 ) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
-    for key, (tag, value) in selector:
+    for key, (tag, value) in gate.selector:
         _check_key(key)
         col = f"{_J}{key}"
+        if tag == "lit" and coalesced:
+            clauses.append(f"{col} = ?")
+            params.append(value)
+            continue
         if tag == "lit":
             lit_clauses, lit_params = match_values({key: value}, _J)
             clauses += lit_clauses
@@ -139,7 +206,9 @@ def _subquery(
             continue
         _check_key(value)
         outer = f"{_OUTER}.{value}"
-        if empty_ok:
+        if coalesced:
+            clauses.append(f"{col} = COALESCE({outer}, '')")
+        elif empty_ok:
             clauses.append(
                 f"({col} = {outer} OR (COALESCE({outer}, '') = '' AND COALESCE({col}, '') = ''))"
             )
@@ -156,12 +225,18 @@ def _subquery(
         what = f"DISTINCT {_J}{gate.field}"
         clauses.append(f"{_J}{gate.field} IS NOT NULL AND {_J}{gate.field} != ''")
     where = " AND ".join(clauses)
+    inner = f"SELECT {what} FROM {table} AS j WHERE {where}"
+    if floor is None:  # the exact result, as the SQL host computes it
+        if gate.fn == "exists":
+            return f"EXISTS ({inner})", params
+        return f"(SELECT count(*) FROM ({inner} LIMIT {SATURATION}))", params
     floor = int(floor)  # formatted into the SQL: never anything but an integer
     if what == "1":
-        sql = f"EXISTS (SELECT 1 FROM rule_journal AS j WHERE {where} LIMIT 1 OFFSET {floor - 1})"
-    else:
-        sql = (
-            f"((SELECT count(*) FROM (SELECT {what} FROM rule_journal AS j WHERE {where}"
-            f" LIMIT {floor})) >= {floor})"
-        )
-    return sql, params
+        return f"EXISTS ({inner} LIMIT 1 OFFSET {floor - 1})", params
+    # floor distinct values need floor rows: that test is cheap (no DISTINCT
+    # b-tree) and turns most rows away before the distinct count runs.
+    rows = f"SELECT 1 FROM {table} AS j WHERE {where}"
+    return (
+        f"(EXISTS ({rows} LIMIT 1 OFFSET {floor - 1})"
+        f" AND (SELECT count(*) FROM ({inner} LIMIT {floor})) >= {floor})"
+    ), params + params

@@ -35,9 +35,10 @@ from engine.rules.candidates import CandidatePlan, candidate_plan
 from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError
 from engine.rules.fires import Fire
 from engine.rules.hooks import DefaultHooks, FireHooks
+from engine.rules.host_replay import ReplayHost
 from engine.rules.model import CompiledRule
 from engine.rules.replay import Mode, ReplayPlan, plan_replay
-from engine.rules.window import ROW_SELECT, WindowIndex
+from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex
 from engine.timefmt import iso_ms
 
 ON_RECORDED_HISTORY = (
@@ -320,7 +321,10 @@ def candidate_plan_for(
     filters = host.feed_filters() if isinstance(host, WindowIndex) else None
     if replay is None:
         return candidate_plan(rules, filters, hooks.row_kinds)
-    return candidate_plan(rules, filters, hooks.row_kinds, replay.gates, replay.scan, replay.order)
+    columns = tuple(sql for _, sql in replay.answers)
+    return candidate_plan(
+        rules, filters, hooks.row_kinds, replay.gates, replay.scan, replay.order, columns
+    )
 
 
 def run_backtest(
@@ -356,12 +360,34 @@ def run_backtest(
         plan = plan_replay(
             conn,
             rules,
-            seq_range.first_seq,
+            (seq_range.first_seq, seq_range.first_at),
             seq_range.last_seq,
             seq_range.rows,
             seq_range.last_at - seq_range.first_at + 1,
             replay,
         )
+    plan.open(conn)
+    try:
+        return _replay(conn, rules, seq_range, hooks, progress, cancel, batch, host_factory,
+                       prefilter, plan, wrap_host)  # fmt: skip
+    finally:
+        plan.close(conn)
+
+
+def _replay(
+    conn: sqlite3.Connection,
+    rules: Sequence[CompiledRule],
+    seq_range: SeqRange,
+    hooks: FireHooks,
+    progress: Callable[[Progress], None] | None,
+    cancel: threading.Event | None,
+    batch: int,
+    host_factory: HostFactory | None,
+    prefilter: bool,
+    plan: ReplayPlan,
+    wrap_host: Callable[[HostFactory], HostFactory] | None,
+) -> BacktestResult:
+    """The replay proper, with the plan's shape tables created (see :func:`run_backtest`)."""
     factory: HostFactory = host_factory or (lambda rs: plan.host(rs, conn))
     if wrap_host is not None:
         factory = wrap_host(factory)
@@ -391,6 +417,7 @@ def run_backtest(
             total = cplan.count(conn, *bound)
         rows_iter = cplan.rows(conn, ROW_SELECT, *bound)
         process = core.process
+        prime = _primer(plan, host)
         while True:
             if cancel is not None and cancel.is_set():
                 cancelled = True
@@ -399,6 +426,8 @@ def run_backtest(
             if not rows:
                 break
             for row in rows:
+                if prime is not None:
+                    row = prime(row)
                 found = process(row)
                 if found:
                     fires.extend(found)
@@ -418,6 +447,41 @@ def run_backtest(
         store_errors=len(core.store_errors),
         cancelled=cancelled,
     )
+
+
+def _primer(plan: ReplayPlan, host: object) -> Callable[[Any], Any] | None:
+    """Row with answer columns -> the row, the answers handed to the host first (or None).
+
+    See :attr:`ReplayPlan.answers`: each extra column is one call's exact
+    answer, or NULL where no rule asks it.
+    """
+    if not plan.answers or not isinstance(host, ReplayHost):
+        return None
+    width = len(COLUMNS)
+    calls = []
+    for i, (gate, _) in enumerate(plan.answers):
+        lits = tuple((k, v) for k, (tag, v) in gate.selector if tag == "lit")
+        cols = tuple((k, COL[v]) for k, (tag, v) in gate.selector if tag == "row")
+        calls.append((width + i, gate, lits, cols, gate.fn == "exists"))
+    give = host.prime
+
+    nothing = (None,) * len(calls)
+
+    def prime(row: Any) -> Any:
+        if row[width:] == nothing:  # most rows: no rule that asks these calls applies
+            return row[:width]
+        seq = row[0]
+        for at, gate, lits, cols, is_exists in calls:
+            value = row[at]
+            if value is not None:
+                sel = dict(lits)
+                for key, col in cols:
+                    sel[key] = row[col]
+                call = (gate.fn, gate.field, tuple(sorted(sel.items())), gate.window_ms)
+                give(seq, call, bool(value) if is_exists else int(value))
+        return row[:width]
+
+    return prime
 
 
 class _NoHooks(DefaultHooks):

@@ -41,6 +41,8 @@ class CandidatePlan:
     scan: bool = False
     #: Types by how many rows they hold, most first (the scan tests them in this order).
     order: tuple[str, ...] = ()
+    #: Extra expressions (SQL, values) selected after the row's columns.
+    columns: tuple[Clause, ...] = ()
 
     @property
     def everything(self) -> bool:
@@ -112,7 +114,14 @@ class CandidatePlan:
     def rows(
         self, conn: sqlite3.Connection, select: str, bound: str, params: Sequence[Any]
     ) -> Iterator[tuple[Any, ...]]:
-        """Rows matching ``bound`` (a WHERE fragment) and any term, in seq order, once each."""
+        """Rows matching ``bound`` (a WHERE fragment) and any term, in seq order, once each.
+
+        Each row is ``select``'s columns followed by :attr:`columns`.
+        """
+        if self.columns:
+            head, tail = select.split(" FROM ", 1)
+            select = f"{head}, {', '.join(c for c, _ in self.columns)} FROM {tail}"
+            params = (*(v for _, vs in self.columns for v in vs), *params)
         if self.terms is None:
             yield from conn.execute(f"{select} WHERE {bound} ORDER BY seq", tuple(params))
             return
@@ -212,6 +221,7 @@ def candidate_plan(
     gates: Mapping[str, tuple[Clause, ...]] | None = None,
     scan: bool = False,
     order: tuple[str, ...] = (),
+    columns: tuple[Clause, ...] = (),
 ) -> CandidatePlan:
     """The union of the rules' prefilters, the window index's feeds and the hooks' kinds.
 
@@ -223,7 +233,7 @@ def candidate_plan(
     reads the candidates in one pass over the table (see :class:`CandidatePlan`).
     """
     if window_filters is None or hook_kinds is None:
-        return CandidatePlan(None)
+        return CandidatePlan(None, columns=columns)
     gates = gates or {}
     terms: list[Term] = []
     for cr in rules:
@@ -231,7 +241,7 @@ def candidate_plan(
         terms.append(Term(base.conditions, base.extra + gates.get(cr.rule.name, ())))
     for filters in window_filters:
         if not filters:
-            return CandidatePlan(None)
+            return CandidatePlan(None, columns=columns)
         terms.append(Term(tuple(sorted(filters))))
     terms.extend(Term((("kind", frozenset({k})),)) for k in sorted(hook_kinds))
-    return CandidatePlan(minimal_terms(terms), scan, order)
+    return CandidatePlan(minimal_terms(terms), scan, order, columns)

@@ -45,8 +45,11 @@ class SqlHost:
     evaluating; every call then sees exactly the rows the rule may see.
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, table: str = "rule_journal") -> None:
         self.conn = conn
+        #: The table asked: the journal, or a replay's copy of one shape's rows
+        #: (:mod:`engine.rules.shape_tables`), which has the same columns.
+        self.table = table
         self.seq = 0
         self.now_ms = 0
         self.store_error: str | None = None
@@ -77,19 +80,19 @@ class SqlHost:
 
     def count(self, selector: Mapping[str, str], window_ms: int) -> int:
         where, params = _where(selector, window_ms, self.seq, self.now_ms)
-        sql = f"SELECT count(*) FROM (SELECT 1 FROM rule_journal WHERE {where} LIMIT {SATURATION})"
+        sql = f"SELECT count(*) FROM (SELECT 1 FROM {self.table} WHERE {where} LIMIT {SATURATION})"
         return self._scalar(sql, params)
 
     def exists(self, selector: Mapping[str, str], window_ms: int) -> bool:
         where, params = _where(selector, window_ms, self.seq, self.now_ms)
-        return self._scalar(f"SELECT EXISTS (SELECT 1 FROM rule_journal WHERE {where})", params) > 0
+        return self._scalar(f"SELECT EXISTS (SELECT 1 FROM {self.table} WHERE {where})", params) > 0
 
     def distinct(self, field: str, selector: Mapping[str, str], window_ms: int) -> int:
         if field not in _ALLOWED:
             raise ValueError(f"distinct field {field!r} is not one of {', '.join(SELECTOR_KEYS)}")
         where, params = _where(selector, window_ms, self.seq, self.now_ms)
         sql = (
-            f"SELECT count(*) FROM (SELECT DISTINCT {field} FROM rule_journal WHERE {where}"
+            f"SELECT count(*) FROM (SELECT DISTINCT {field} FROM {self.table} WHERE {where}"
             f" AND {field} IS NOT NULL AND {field} != '' LIMIT {SATURATION})"
         )
         return self._scalar(sql, params)
@@ -100,7 +103,7 @@ class SqlHost:
         """The seqs a call with this selector counted (first ``limit``) and their total."""
         where, params = _where(selector, window_ms, self.seq, self.now_ms)
         total = self._scalar(
-            f"SELECT count(*) FROM (SELECT 1 FROM rule_journal WHERE {where} LIMIT {SATURATION})",
+            f"SELECT count(*) FROM (SELECT 1 FROM {self.table} WHERE {where} LIMIT {SATURATION})",
             params,
         )
         self.queries += 1
