@@ -133,12 +133,14 @@ def fleet_summary(
             state = "idle"
         counts = [0] * buckets
         for t in ALL_TYPES:
-            for (at,) in conn.execute(
-                "SELECT at FROM rule_journal WHERE harness = ? AND type = ? AND at > ? AND at <= ?",
-                (name, t, window_start, now),
+            # counted per bucket in SQL over the covering (harness, type, at) index:
+            # a Python loop over a day of rows was most of a Fleet refresh's CPU
+            for idx, n in conn.execute(
+                "SELECT (at - ? - 1) / ?, COUNT(*) FROM rule_journal"
+                " WHERE harness = ? AND type = ? AND at > ? AND at <= ? GROUP BY 1",
+                (window_start, bucket_ms, name, t, window_start, now),
             ):
-                idx = (int(at) - window_start - 1) // bucket_ms
-                counts[min(max(idx, 0), buckets - 1)] += 1
+                counts[min(max(int(idx), 0), buckets - 1)] += int(n)
         out.append(
             HarnessSummary(
                 harness=name,

@@ -234,3 +234,22 @@ async def test_fleet_repaints_only_when_a_cell_reads_differently(make_app: AppFa
         app.context.clock = lambda: END_MS + 60_000  # a minute on: the recent ages move
         await until(pilot, lambda: [r.last_age_ms for r in pane.rows] != ages)
         await until(pilot, lambda: pane.renders == 2)
+
+
+def test_fleet_activity_counted_in_sql_equals_a_count_of_every_row(store: Path) -> None:
+    """The Fleet's per-hour activity, aggregated in SQL, equals bucketing each row in Python."""
+    from engine.views.fleet import ALL_TYPES, fleet_summary
+
+    conn = connect(store)
+    start = END_MS - 24 * 3_600_000
+    expected: dict[str, list[int]] = {}
+    for harness, at in conn.execute(
+        "SELECT harness, at FROM rule_journal WHERE harness IS NOT NULL AND at > ? AND at <= ?"
+        f" AND type IN ({','.join('?' * len(ALL_TYPES))})",
+        (start, END_MS, *ALL_TYPES),
+    ):
+        counts = expected.setdefault(harness, [0] * 24)
+        counts[min(max((at - start - 1) // 3_600_000, 0), 23)] += 1
+    got = {r.harness: list(r.activity) for r in fleet_summary(conn, END_MS)}
+    conn.close()
+    assert {h: c for h, c in got.items() if any(c)} == expected
