@@ -25,8 +25,14 @@ def test_replay_is_monotonic_and_endless() -> None:
     assert DEMO_DAY % 3 == 1  # the restart burst day (the hold)
 
 
+#: The demo promises all three within 10 s on a quiet machine; the test allows three times that,
+#: because CI runs it beside the rest of the suite on two loaded cores and a wall-clock bound
+#: there measures the machine. What it must catch is a demo that never shows one of them.
+DEADLINE_S = 30
+
+
 @pytest.mark.slow
-async def test_demo_shows_fires_shadow_and_hold_within_10s(tmp_path: Path) -> None:
+async def test_demo_shows_fires_shadow_and_hold(tmp_path: Path) -> None:
     options = ConsoleOptions.from_args(store=str(tmp_path / "demo" / "journal.db"), demo=True)
     app = HarnessConsole(ConsoleContext(options), watch_files=False)
     started = time.monotonic()
@@ -37,7 +43,7 @@ async def test_demo_shows_fires_shadow_and_hold_within_10s(tmp_path: Path) -> No
         first_live: int | None = None
         seen: dict[str, float] = {}
         looks = 0
-        while time.monotonic() - started < 10 and len(seen) < 3:
+        while time.monotonic() - started < DEADLINE_S and len(seen) < 3:
             # the operator looks at each pane in turn (a hidden pane does not poll the
             # store), as a person does: switching tabs ten times a second re-lays out the
             # screen so often that it starves the demo's writer thread
