@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import time
 from typing import ClassVar, cast
 
 import aiosqlite
@@ -140,8 +141,9 @@ class FiresPane(StorePane):
         self.pace = Backoff(
             self.context.poll_interval, max(self.context.poll_interval, TAIL_IDLE_S)
         )
-        #: Looks at the store (stats) the tail has made, for tests of its pacing.
+        #: Looks at the store (stats) the tail has made, for tests of its pacing, and the last.
         self.looks = 0
+        self._looked_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Input(
@@ -210,6 +212,7 @@ class FiresPane(StorePane):
                 await self._wait(self.pace.delay)
                 # a stat per look; SQLite only when the store's files (or the mode) moved
                 self.looks += 1
+                self._looked_at = time.monotonic()
                 now = (file_stamp(self.context.store_path), self.following, self.has_newer)
                 self.pace.saw(now != seen)
                 if now == seen:
@@ -231,11 +234,19 @@ class FiresPane(StorePane):
                     await asyncio.sleep(3600)
 
     async def _wait(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less if :meth:`poke` is called meanwhile."""
+        """Sleep ``seconds``, or less if :meth:`poke` is called meanwhile.
+
+        Never less than the fast pace after the last look, though: a busy
+        evaluator pokes after every batch, and reading the store that often
+        took the UI thread from the screen.
+        """
         if not self._poke.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), seconds)
         self._poke.clear()
+        early = self._looked_at + self.pace.fast - time.monotonic()
+        if early > 0:
+            await asyncio.sleep(early)
 
     def poke(self) -> None:
         """Look at the store now (the app calls it when its evaluator stored a batch)."""
