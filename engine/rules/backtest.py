@@ -418,25 +418,26 @@ def _replay(
         rows_iter = cplan.rows(conn, ROW_SELECT, *bound)
         process = core.process
         prime = _primer(plan, host)
-        while True:
-            if cancel is not None and cancel.is_set():
-                cancelled = True
-                break
-            rows = list(islice(rows_iter, batch))
-            if not rows:
-                break
-            for row in rows:
-                if prime is not None:
-                    row = prime(row)
-                found = process(row)
-                if found:
-                    fires.extend(found)
-            done += len(rows)
-            if progress is not None:
-                progress(Progress(done, total, len(fires), int(rows[-1][0])))
-        close = getattr(rows_iter, "close", None)
-        if close is not None:
-            close()
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    cancelled = True
+                    break
+                rows = list(islice(rows_iter, batch))
+                if not rows:
+                    break
+                for row in rows:
+                    if prime is not None:
+                        row = prime(row)
+                    found = process(row)
+                    if found:
+                        fires.extend(found)
+                done += len(rows)
+                if progress is not None:
+                    progress(Progress(done, total, len(fires), int(rows[-1][0])))
+        finally:
+            # An open read holds the shape tables: end it before they are dropped.
+            rows_iter.close()
     return BacktestResult(
         rules=names,
         range=seq_range,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,7 +113,7 @@ class CandidatePlan:
 
     def rows(
         self, conn: sqlite3.Connection, select: str, bound: str, params: Sequence[Any]
-    ) -> Iterator[tuple[Any, ...]]:
+    ) -> Generator[tuple[Any, ...], None, None]:
         """Rows matching ``bound`` (a WHERE fragment) and any term, in seq order, once each.
 
         Each row is ``select``'s columns followed by :attr:`columns`.

@@ -83,6 +83,36 @@ def test_anything_else_is_refused(when: str) -> None:
     assert prefilter(when).conditions == ()
 
 
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        ('event.tool != "bash"', {"tool": {"bash"}}),
+        ('"bash" != event.tool && event.tool != "grep"', {"tool": {"bash", "grep"}}),
+        ('event.outcome != ""', {"outcome": {""}}),
+    ],
+)
+def test_inequalities_with_a_literal_become_exclusions(
+    when: str, expected: dict[str, set[str]]
+) -> None:
+    got = prefilter(when)
+    assert {k: set(v) for k, v in got.exclusions} == expected
+    assert got.conditions == ()  # not a condition: the IN lists stay as they were
+
+
+def test_an_exclusion_reads_absent_as_empty_in_sql_as_cel_does(tmp_path: Path) -> None:
+    conn = connect(tmp_path / "x.db")
+    insert(conn, [row(T0, "tool_call", outcome="ok"), row(T0 + 1, "tool_call"),
+                  row(T0 + 2, "tool_call", outcome="error")])  # fmt: skip
+
+    def admitted(when: str) -> list[int]:
+        clause, values = prefilter(when).term().sql()
+        sql = f"SELECT seq FROM rule_journal WHERE {clause} ORDER BY seq"
+        return [r[0] for r in conn.execute(sql, values)]
+
+    assert admitted('event.outcome != "ok"') == [2, 3]  # absent reads "", which is not "ok"
+    assert admitted('event.outcome != ""') == [1, 3]
+
+
 def test_refused_conjuncts_leave_the_proven_ones() -> None:
     got = prefilter('!(event.harness == "h") && event.type == "restart" && event.n > 1')
     assert got.conditions == (("type", frozenset({"restart"})),)
