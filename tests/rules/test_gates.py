@@ -82,7 +82,7 @@ def test_distinct_gates_keep_their_field() -> None:
         f'event.type == "restart" || {COUNT_H} >= 3',  # not a top-level conjunct
         f"!({COUNT_H} >= 3)",
         'count({"harness": event.harness + "x"}, duration("5m")) >= 3',  # computed value
-        f"{COUNT_H} >= int(\"3\")",  # not an int literal
+        f'{COUNT_H} >= int("3")',  # not an int literal
         f"{COUNT_H} >= {COUNT_H}",
         f"({COUNT_H} >= 3 ? true : false)",
     ],
