@@ -11,7 +11,11 @@ Cost follows the rows a rule can match: only candidate rows are read (see
 :mod:`engine.rules.prefilter`): rows some rule's proven condition admits, rows
 the window index keeps, and rows of the kinds the fire hooks watch (ticks, for
 holds). Any other row would be evaluated by no rule and counted by no
-aggregate, so skipping it changes no fire.
+aggregate, so skipping it changes no fire. :mod:`engine.rules.replay` chooses
+how each aggregate is answered (the fed window index, or SQL on an index or on
+a shape table, for selectors that would otherwise need every row fed) and
+which rule gates SQL tests before a row is read; every choice gives the same
+answers, so the same fires.
 
 What it cannot do, and says so: results are on recorded history (after a
 would-be hold the recorded history went on as it happened), and a rule about
@@ -80,7 +84,7 @@ class BacktestResult:
     rules: tuple[tuple[str, str], ...]  # (name, hash)
     range: SeqRange
     rows_scanned: int  # rows of the range read from the store (the prefilter's candidates)
-    rows_evaluated: int  # rows on which at least one rule's condition ran
+    rows_evaluated: int  # rows where a rule was decided past its prefilter and gates
     fires: tuple[Fire, ...]
     rule_errors: tuple[RuleError, ...] = ()
     store_errors: int = 0

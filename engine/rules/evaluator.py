@@ -118,7 +118,11 @@ class RowEvaluator:
     ``disabled`` maps rule names to the error that disabled them; it starts
     with whatever the caller restored and grows as rules fail. Rules are
     dispatched by (kind, type) with their static guards applied first, so a
-    row no rule can match costs a dict lookup.
+    row no rule can match costs a dict lookup; then a rule's exclusions and
+    aggregate gates (:mod:`engine.rules.gates`) are tested on the row tuple,
+    and a rule they prove false costs no CEL activation. ``evaluations``
+    counts the rules decided past that point (by CEL, or by their guards and
+    gates alone when those are the whole condition).
     """
 
     rules: Sequence[CompiledRule]

@@ -12,10 +12,14 @@ column equalities that every true evaluation requires. Only these shapes count:
 
 A row failing one conjunct makes that conjunct false without error (a string
 field compared with string literals cannot error), and CEL's ``false && x`` is
-false whatever ``x`` does, so skipping the row changes no result. Anything
-else (negation, ternaries, functions, non-literal operands, ``has()``, fields
-that are not indexed string columns) adds no condition: the rule is then
-evaluated on every row of its kind, as before. Nothing is guessed.
+false whatever ``x`` does, so skipping the row changes no result. For the same
+reason two more kinds of top-level conjunct are kept beside the conditions:
+*exclusions* ``event.F != "lit"`` (the row must not hold the literal) and the
+aggregate *gates* of :mod:`engine.rules.gates`. Anything else (negation,
+ternaries, functions, non-literal operands, ``has()``, fields that are not
+indexed string columns) adds nothing: the rule is then evaluated on every row
+of its kind, as before. Nothing is guessed. When conditions, exclusions and
+gates are all a rule's conjuncts (:attr:`Prefilter.complete`), they decide it.
 
 An absent column reads as ``""`` in CEL (the row view drops NULL and ``""``),
 so a literal ``""`` admits NULL too, in Python and in SQL alike.
