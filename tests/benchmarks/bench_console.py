@@ -82,10 +82,11 @@ app.run(headless=True, auto_pilot=pilot, size=(120, 40))
 """
 
 
-def _child(*args: str) -> tuple[float, float]:
+def _run_child(program: str, *args: str) -> tuple[float, float]:
+    """The two figures a child app prints on its last line (it is timed from BENCH_T0)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_T0=repr(time.time()))
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD_APP, *args],
+        [sys.executable, "-c", program, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -93,8 +94,13 @@ def _child(*args: str) -> tuple[float, float]:
         check=True,
         timeout=600,
     )
-    first, rss = out.stdout.strip().splitlines()[-1].split()
-    return float(first), float(rss)
+    first, second = out.stdout.strip().splitlines()[-1].split()
+    return float(first), float(second)
+
+
+def _child(*args: str) -> tuple[float, float]:
+    """(seconds to first frame, peak RSS in MiB) of a child app."""
+    return _run_child(_CHILD_APP, *args)
 
 
 def _small_store(path: Path) -> None:
@@ -417,18 +423,7 @@ app.run(headless=True, auto_pilot=pilot, size=(160, 45))
 
 def _idle_child(*args: str) -> tuple[float, float]:
     """(CPU in % of a core, thread wakeups per second) of an idle child app."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run(
-        [sys.executable, "-c", _IDLE_APP, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    cpu, woke = out.stdout.strip().splitlines()[-1].split()
-    return float(cpu), float(woke)
+    return _run_child(_IDLE_APP, *args)
 
 
 def _load() -> str:
