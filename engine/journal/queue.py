@@ -1,36 +1,46 @@
-"""The bounded, dropping queue in front of the committer.
+"""The queue in front of the committer: bounded, and honest about what is stored.
 
-Sources (observer, ledger, loop guard…) must never stall because the store is
-slow or locked: a stalled observer would delay the very harness it watches.
-So a writer calls :meth:`JournalWriter.offer`, which only appends to a bounded
-in-memory queue and returns at once: ``True`` if the row was queued, ``False``
-(and the drop counted) when the queue is full. Validation happens on the
-committer thread, not in ``offer``, to keep the writer's cost to a lock and an
-append. A source whose rows are valid when built (serve's OTLP mapper makes
-every value of its journal shape and refuses a record that does not fit, so
-it can tell its client which) offers a whole request at once with
-:meth:`JournalWriter.offer_checked`: one lock for the batch, and no second
-check on the committer thread, whose time is shared with the offering
-threads under one interpreter lock. One committer thread drains the queue
-in batches (one transaction each) and, while the writer is running, wakes at
-least every ``tick_poll_s`` so tick rows are admitted even when nothing else
-happens.
+Two kinds of source write rows, and they need different promises:
 
-Counts: ``offered == queued + dropped`` exactly, and every queued row is
-either admitted or refused by the time :meth:`close` returns. Drops and
-refusals are persisted to the store's counters with the next batch.
+- A source that must never stall (the simulator, a live feed) calls
+  :meth:`JournalWriter.offer`, which only appends to a bounded in-memory
+  queue and returns at once: ``True`` if the row was queued, ``False`` (and
+  the drop counted) when the queue is full.
+- A source that answers a client (``harness serve``: a hook or an OTLP
+  request) calls :meth:`JournalWriter.submit` with rows it already checked and
+  gets a :class:`Ticket`; :meth:`JournalWriter.acknowledge` returns only once
+  those rows are committed (group commit: every ticket waiting when a batch
+  starts commits in that one transaction), so a 2xx really means stored. A
+  ticket that cannot be committed in time is withdrawn whole, so a client
+  told "not stored" (503) finds nothing of its request stored when it retries.
+
+One committer thread drains the queue in batches (one transaction each) and,
+while the writer runs, wakes at least every ``tick_poll_s`` so tick rows are
+admitted even when nothing else happens. A batch that fails to commit (the
+store locked, the disk full, an I/O error, a read-only remount) is put back
+at the head of the queue in its order and retried with backoff on a fresh
+connection; :attr:`JournalWriter.failure` says why meanwhile, and the writer
+resumes by itself when the cause goes. Only a store that is no store any more
+(corrupt) stops the writer: :attr:`JournalWriter.error` is then set and the
+owner should exit so a supervisor restarts it.
+
+Counts: ``offered == queued + dropped`` exactly, and every queued row is in
+the end admitted, refused or withdrawn (a ticket answered "not stored").
 """
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
 import engine.journal.schema  # noqa: F401  (hands the journal's tables to the store)
+from engine.journal.errors import StoreUnavailable
 from engine.journal.rows import InsertRow
 from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
 from engine.record import Record
@@ -38,18 +48,53 @@ from engine.store.db import connect
 
 DEFAULT_CAPACITY = 10_000
 DEFAULT_BATCH = 5_000
+#: How long one commit attempt waits for another writer's lock before it is
+#: counted as a failure (and its tickets may be withdrawn).
+ATTEMPT_BUSY_MS = 1_000
+#: Retry backoff after a failed commit, seconds: doubles from the first to the last.
+BACKOFF_S = (0.05, 1.0)
 #: Rows checked between voluntary GIL releases on the committer thread. Checking
 #: is Python code; without these releases an offering thread could wait a whole
 #: interpreter switch interval (5 ms) for the GIL.
 _CHECK_CHUNK = 128
+#: SQLite messages of a store that retrying cannot fix.
+_FATAL = ("malformed", "not a database", "file is not a database")
 
 
 class WriterStats(Record):
-    __slots__ = ("admitted", "batches", "dropped", "offered", "refused", "ticks")
-    __match_args__ = ("offered", "dropped", "admitted", "refused", "ticks", "batches")
+    """The writer's counts at one moment (for serve's exit line, metrics and tests)."""
+
+    __slots__ = (
+        "admitted",
+        "batches",
+        "dropped",
+        "failures",
+        "offered",
+        "refused",
+        "ticks",
+        "withdrawn",
+    )
+    __match_args__ = (
+        "offered",
+        "dropped",
+        "admitted",
+        "refused",
+        "ticks",
+        "batches",
+        "failures",
+        "withdrawn",
+    )
 
     def __init__(
-        self, offered: int, dropped: int, admitted: int, refused: int, ticks: int, batches: int
+        self,
+        offered: int,
+        dropped: int,
+        admitted: int,
+        refused: int,
+        ticks: int,
+        batches: int,
+        failures: int = 0,
+        withdrawn: int = 0,
     ) -> None:
         self.offered: Final = offered
         self.dropped: Final = dropped
@@ -57,6 +102,8 @@ class WriterStats(Record):
         self.refused: Final = refused
         self.ticks: Final = ticks
         self.batches: Final = batches
+        self.failures: Final = failures
+        self.withdrawn: Final = withdrawn
 
 
 class _Checked:
@@ -66,6 +113,27 @@ class _Checked:
 
     def __init__(self, rows: list[InsertRow]) -> None:
         self.rows = rows
+
+
+_QUEUED, _TAKEN, _DONE, _WITHDRAWN = range(4)
+
+
+class Ticket:
+    """One client request's checked rows: committed together, acknowledged after the commit.
+
+    Mutable on purpose (the committer moves it from queued to taken to done);
+    only the writer changes it, under its lock.
+    """
+
+    __slots__ = ("done", "error", "first_seq", "last_seq", "rows", "state")
+
+    def __init__(self, rows: list[InsertRow]) -> None:
+        self.rows = rows
+        self.state = _QUEUED
+        self.first_seq = 0
+        self.last_seq = 0
+        self.error: str | None = None
+        self.done = threading.Event()
 
 
 class JournalWriter:
@@ -89,14 +157,15 @@ class JournalWriter:
         self.clock = clock
         self.ticks = ticks
         self.tick_poll_s = tick_poll_s
-        #: Single offered rows and :class:`_Checked` runs, in admission order.
+        #: Single offered rows, :class:`_Checked` runs and tickets, in admission order.
         self._queue: deque[object] = deque()
-        self._size = 0  # rows queued (a _Checked run counts its rows)
+        self._size = 0  # rows queued (a run or ticket counts its rows)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._closing = False
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._failure: str | None = None
         self.offered = 0
         self.dropped = 0
         self._dropped_unflushed = 0
@@ -104,6 +173,10 @@ class JournalWriter:
         self.refused = 0
         self.tick_rows = 0
         self.batches = 0
+        self.failures = 0
+        self.withdrawn = 0
+        #: Called on the committer thread after each commit with the last seq stored.
+        self.on_commit: list[Callable[[int], None]] = []
         # Open (and migrate) in the caller's thread so a bad store fails loudly here.
         connect(self.store).close()
 
@@ -119,6 +192,8 @@ class JournalWriter:
             self._thread = threading.Thread(target=self._run, name="journal-committer", daemon=True)
             self._thread.start()
 
+    # -- sources that must not stall ------------------------------------------
+
     def offer(self, row: object) -> bool:
         """Queue ``row`` for admission; never blocks on the store. False = dropped (counted)."""
         with self._lock:
@@ -127,10 +202,7 @@ class JournalWriter:
                 self.dropped += 1
                 self._dropped_unflushed += 1
                 return False
-            self._queue.append(row)
-            self._size += 1
-            if self._size == 1:
-                self._wake.notify()
+            self._append(row, 1)
             return True
 
     def offer_checked(self, rows: Sequence[InsertRow]) -> int:
@@ -140,31 +212,82 @@ class JournalWriter:
         cannot take them all, the first ones that fit are queued and the whole
         remainder is dropped and counted, so a row is never split or half
         taken. The caller guarantees each row would pass
-        :func:`~engine.journal.rows.check_values` and is not a tick: the
-        committer admits them as they are.
+        :func:`~engine.journal.rows.check_values` and is not a tick.
         """
         n = len(rows)
         with self._lock:
             self.offered += n
             take = 0 if self._closing else max(0, min(n, self.capacity - self._size))
             if take:
-                self._queue.append(_Checked(list(rows[:take])))
-                if self._size == 0:
-                    self._wake.notify()
-                self._size += take
+                self._append(_Checked(list(rows[:take])), take)
             dropped = n - take
             if dropped:
                 self.dropped += dropped
                 self._dropped_unflushed += dropped
             return take
 
+    # -- sources that acknowledge ---------------------------------------------
+
+    def submit(self, rows: Sequence[InsertRow]) -> Ticket:
+        """Queue checked rows to be committed together; StoreUnavailable when they cannot be.
+
+        Refused at once (nothing queued) when the writer is closing or stopped,
+        or when the queue is full: a client that must know its rows are stored
+        is better told now than after a wait.
+        """
+        ticket = Ticket(list(rows))
+        with self._lock:
+            if self._error is not None:
+                raise StoreUnavailable(f"journal writer stopped: {_reason(self._error)}")
+            if self._closing:
+                raise StoreUnavailable("serve is shutting down")
+            if self._size + len(ticket.rows) > self.capacity:
+                raise StoreUnavailable(
+                    f"admission queue full ({self.capacity} rows waiting"
+                    + (f"; {self._failure}" if self._failure else "")
+                    + ")"
+                )
+            self.offered += len(ticket.rows)
+            self._append(ticket, len(ticket.rows))
+        return ticket
+
+    def acknowledge(self, ticket: Ticket, timeout: float) -> int:
+        """Wait until ``ticket`` is committed; return its last seq (0 for no rows).
+
+        When it is not committed within ``timeout`` seconds and still waits in
+        the queue it is withdrawn (never stored) and StoreUnavailable names
+        why; when the committer is mid-attempt with it, that attempt's outcome
+        decides (one attempt is bounded by its busy timeout).
+        """
+        if not ticket.rows:
+            return 0
+        if not ticket.done.wait(timeout):
+            with self._lock:
+                if ticket.state == _QUEUED:
+                    self._queue.remove(ticket)
+                    self._size -= len(ticket.rows)
+                    self.withdrawn += len(ticket.rows)
+                    ticket.state = _WITHDRAWN
+                    why = self._failure or f"not committed within {timeout:g}s"
+                    raise StoreUnavailable(f"rows not stored: {why}")
+            ticket.done.wait()
+        if ticket.error is not None:
+            raise StoreUnavailable(f"rows not stored: {ticket.error}")
+        return ticket.last_seq
+
+    # -- state ------------------------------------------------------------------
+
     def close(self, timeout: float | None = 30.0) -> WriterStats:
-        """Stop taking rows, admit everything queued, flush counters, stop the thread."""
+        """Stop taking rows, commit everything queued (within ``timeout``), stop the thread.
+
+        Tickets still queued when the time is up are answered "not stored".
+        """
         with self._lock:
             self._closing = True
             self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout)
+        self._fail_queued("serve stopped before these rows could be stored")
         if self._error is not None:
             raise self._error
         return self.stats()
@@ -178,18 +301,40 @@ class JournalWriter:
                 refused=self.refused,
                 ticks=self.tick_rows,
                 batches=self.batches,
+                failures=self.failures,
+                withdrawn=self.withdrawn,
             )
 
     @property
     def error(self) -> BaseException | None:
-        """The exception that stopped the committer thread, if any."""
+        """The exception that stopped the committer thread for good, if any."""
         return self._error
+
+    @property
+    def failure(self) -> str | None:
+        """Why the last commit attempt failed, while the writer retries (None when it works)."""
+        return self._failure
+
+    @property
+    def queued(self) -> int:
+        with self._lock:
+            return self._size
+
+    # -- the committer thread -------------------------------------------------
+
+    def _append(self, item: object, n: int) -> None:
+        """Append under the lock and wake the committer when the queue was empty."""
+        self._queue.append(item)
+        if self._size == 0:
+            self._wake.notify()
+        self._size += n
 
     def _take(self) -> tuple[list[object], int, bool]:
         """Wait for rows (or a tick deadline); return (items, drops to flush, closing).
 
-        Items are single offered rows and :class:`_Checked` runs, at most
-        ``batch`` rows in all.
+        Items are single offered rows, :class:`_Checked` runs and tickets, at
+        most ``batch`` rows in all. A run may be split at the batch size (its
+        order kept); a ticket never is: it commits whole or not at all.
         """
         with self._lock:
             if not self._queue and not self._closing:
@@ -198,58 +343,158 @@ class JournalWriter:
             items: list[object] = []
             n = 0
             while queue and n < self.batch:
-                item = queue.popleft()
-                if type(item) is _Checked:
+                head = queue[0]
+                if isinstance(head, Ticket):
+                    if items and n + len(head.rows) > self.batch:
+                        break
+                    head.state = _TAKEN
+                    n += len(head.rows)
+                elif isinstance(head, _Checked):
                     room = self.batch - n
-                    if len(item.rows) > room:  # split the run at the batch size, keep order
-                        queue.appendleft(_Checked(item.rows[room:]))
-                        item = _Checked(item.rows[:room])
-                    n += len(item.rows)
+                    if len(head.rows) > room:
+                        queue[0] = _Checked(head.rows[room:])
+                        queue.appendleft(_Checked(head.rows[:room]))
+                    n += len(queue[0].rows)  # type: ignore[attr-defined]
                 else:
                     n += 1
-                items.append(item)
+                items.append(queue.popleft())
             self._size -= n
             drops, self._dropped_unflushed = self._dropped_unflushed, 0
             return items, drops, self._closing and not self._queue
 
+    def _put_back(self, items: list[object], drops: int) -> None:
+        """A failed batch goes back to the head of the queue, in its order."""
+        with self._lock:
+            for item in reversed(items):
+                if isinstance(item, Ticket):
+                    item.state = _QUEUED
+                    self._size += len(item.rows)
+                elif isinstance(item, _Checked):
+                    self._size += len(item.rows)
+                else:
+                    self._size += 1
+                self._queue.appendleft(item)
+            self._dropped_unflushed += drops
+
     def _run(self) -> None:
-        conn = connect(self.store, check_same_thread=True)
-        committer = Committer(conn, clock=self.clock, ticks=self.ticks)
+        committer: Committer | None = None
         last_minute = -1  # first pass: admit any ticks already due
+        pause = BACKOFF_S[0]
         try:
             while True:
                 items, drops, last = self._take()
                 minute = self.clock() // MINUTE_MS
                 if items or drops or (self.ticks and minute != last_minute):
-                    good: list[InsertRow] = []
-                    refused = 0
-                    unchecked: list[object] = []
-                    for item in items:
-                        if type(item) is _Checked:
-                            refused += _check(committer, unchecked, good)
-                            unchecked = []
-                            good.extend(item.rows)
-                        else:
-                            unchecked.append(item)
-                    refused += _check(committer, unchecked, good)
-                    result = committer.commit_checked(good, refused_count=refused, dropped=drops)
+                    try:
+                        committer = committer or self._open()
+                        self._commit(committer, items, drops)
+                    except (sqlite3.Error, OSError) as exc:
+                        if _fatal(exc):
+                            raise
+                        self._failed(committer, items, drops, exc)
+                        committer = None
+                        time.sleep(pause)  # close() bounds a drain that keeps failing
+                        pause = min(pause * 2, BACKOFF_S[1])
+                        continue
+                    pause = BACKOFF_S[0]
                     last_minute = minute
-                    with self._lock:
-                        self.admitted += result.admitted
-                        self.refused += refused
-                        self.tick_rows += result.ticks
-                        self.batches += 1
                 if last:
-                    with self._lock:
-                        leftover = self._dropped_unflushed
-                        self._dropped_unflushed = 0
-                    if leftover:
-                        committer.admit([], dropped=leftover)
+                    self._flush_drops(committer)
                     return
-        except BaseException as exc:  # surfaced by close(); the thread must not die silently
-            self._error = exc
+        except BaseException as exc:  # the thread must not die silently
+            with self._lock:
+                self._error = exc
+            self._fail_queued(f"journal writer stopped: {_reason(exc)}")
         finally:
-            conn.close()
+            if committer is not None:
+                committer.conn.close()
+
+    def _open(self) -> Committer:
+        conn = connect(self.store, check_same_thread=True)
+        conn.execute(f"PRAGMA busy_timeout = {ATTEMPT_BUSY_MS}")
+        return Committer(conn, clock=self.clock, ticks=self.ticks)
+
+    def _commit(self, committer: Committer, items: list[object], drops: int) -> None:
+        """Commit one batch and settle its tickets (seq ranges in batch order)."""
+        good: list[InsertRow] = []
+        refused = 0
+        unchecked: list[object] = []
+        tickets: list[tuple[Ticket, int]] = []
+        for item in items:
+            if isinstance(item, _Checked | Ticket):
+                refused += _check(committer, unchecked, good)
+                unchecked = []
+                if isinstance(item, Ticket):
+                    tickets.append((item, len(good)))
+                good.extend(item.rows)
+            else:
+                unchecked.append(item)
+        refused += _check(committer, unchecked, good)
+        result = committer.commit_checked(good, refused_count=refused, dropped=drops)
+        with self._lock:
+            self.admitted += result.admitted
+            self.refused += refused
+            self.tick_rows += result.ticks
+            self.batches += 1
+            self._failure = None
+            for ticket, offset in tickets:
+                ticket.first_seq = result.first_seq + offset
+                ticket.last_seq = ticket.first_seq + len(ticket.rows) - 1
+                ticket.state = _DONE
+                ticket.done.set()
+        if result.last_seq:
+            for hook in self.on_commit:
+                hook(result.last_seq)
+
+    def _failed(
+        self, committer: Committer | None, items: list[object], drops: int, exc: BaseException
+    ) -> None:
+        """Count the failure, keep the batch for the next attempt, drop the connection."""
+        with self._lock:
+            self.failures += 1
+            self._failure = f"cannot write the store: {_reason(exc)}"
+        self._put_back(items, drops)
+        if committer is not None:
+            with contextlib.suppress(sqlite3.Error):
+                if committer.conn.in_transaction:
+                    committer.conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                committer.conn.close()
+
+    def _flush_drops(self, committer: Committer | None) -> None:
+        with self._lock:
+            leftover = self._dropped_unflushed
+            self._dropped_unflushed = 0
+        if leftover and committer is not None:
+            committer.admit([], dropped=leftover)
+
+    def _fail_queued(self, why: str) -> None:
+        """Answer every ticket still queued "not stored" (closing, or the writer stopped)."""
+        with self._lock:
+            kept: deque[object] = deque()
+            for item in self._queue:
+                if isinstance(item, Ticket):
+                    item.state = _WITHDRAWN
+                    item.error = why
+                    self._size -= len(item.rows)
+                    self.withdrawn += len(item.rows)
+                    item.done.set()
+                else:
+                    kept.append(item)
+            self._queue = kept
+
+
+def _reason(exc: BaseException) -> str:
+    """A store error's message (SQLite's and the OS's texts name no agent data)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _fatal(exc: BaseException) -> bool:
+    """A store that is no store any more: retrying cannot help, a restart may."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.DatabaseError) and any(word in text for word in _FATAL)
 
 
 def _check(committer: Committer, rows: list[object], good: list[InsertRow]) -> int:
