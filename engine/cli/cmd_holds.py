@@ -11,15 +11,16 @@ with the reason on stdout. Exit 3 is distinct from 1 (a failed check) and 2
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any
+
+from engine.journal.rows import IDENT_RE
 
 EXIT_HELD = 3
 MAX_ID = 2**63 - 1
 # The journal's identifier shape: a harness id outside it can never match a hold,
 # so "free" for it would be a lie a supervisor gate would act on.
-HARNESS_ID_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,256}")
+HARNESS_ID_RE = IDENT_RE
 
 
 def hold_id(text: str) -> int:

@@ -19,7 +19,9 @@ Enums (pinned in DESIGN.md, except ``outcome`` which is defined here):
   (refused by a permission or policy check).
 
 Shapes: identifiers (harness, project, run, tool, other_harness, fact) match
-``[A-Za-z0-9._:/@+-]{1,256}``; digests are ``sha256:`` + 64 lowercase hex;
+``[A-Za-z0-9._:/@+-]{1,256}`` and never start with ``-`` (an identifier is
+substituted into operators' action commands, where a leading ``-`` would be
+read as an option); digests are ``sha256:`` + 64 lowercase hex;
 paths are 1..4096 printable characters (no control characters); ``n`` is an
 int (not bool) within ±2**31; ``at`` is ms since the epoch, 0..253402300799999.
 
@@ -134,7 +136,9 @@ REQUIRED_BY_TYPE: dict[str, tuple[str, ...]] = {
 
 IDENT_FIELDS = frozenset({"harness", "project", "run", "tool", "other_harness", "fact"})
 DIGEST_FIELDS = frozenset({"cause_digest", "args_digest"})
-IDENT_RE = re.compile(r"[A-Za-z0-9._:/@+-]{1,256}")
+#: The journal's identifier: never starting with ``-``, so it can never become an option.
+IDENT_RE = re.compile(r"[A-Za-z0-9._:/@+][A-Za-z0-9._:/@+-]{0,255}")
+IDENT_RULE = "[A-Za-z0-9._:/@+-], 1-256 chars, not starting with '-'"
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 MAX_PATH = 4096
 N_MIN, N_MAX = -(2**31), 2**31 - 1
@@ -203,7 +207,7 @@ def _bad_shape(i: int, code: int, v: object) -> RowError | None:
     if code == _IDENT:
         if type(v) is str and _ident_match(v):
             return None
-        return RowError(name, f"not an identifier ([A-Za-z0-9._:/@+-], 1-256 chars): {_short(v)}")
+        return RowError(name, f"not an identifier ({IDENT_RULE}): {_short(v)}")
     if code == _DIGEST:
         if type(v) is str and _digest_match(v):
             return None
