@@ -96,6 +96,9 @@ DEFAULT_LISTEN = "127.0.0.1:4318"
 DEFAULT_COLLISION_WINDOW_MS = 10 * 60_000
 DEFAULT_LOOP_GUARD = 8
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
+DEFAULT_GATE_WAIT_MS = 250
+DEFAULT_DRAIN_TIMEOUT_MS = 10_000
+DEFAULT_MAX_CONNECTIONS = 256
 _SIZE = r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$"
 _SIZE_UNITS = {
     None: 1,
@@ -122,8 +125,26 @@ def parse_size(text: str) -> int:
 class ServeConfig(Record):
     """``[serve]``: where ``harness serve`` listens and what it derives (DESIGN.md)."""
 
-    __slots__ = ("collision_window_ms", "listen", "loop_guard", "max_body", "token_file")
-    __match_args__ = ("listen", "token_file", "collision_window_ms", "loop_guard", "max_body")
+    __slots__ = (
+        "collision_window_ms",
+        "drain_timeout_ms",
+        "gate_wait_ms",
+        "listen",
+        "loop_guard",
+        "max_body",
+        "max_connections",
+        "token_file",
+    )
+    __match_args__ = (
+        "listen",
+        "token_file",
+        "collision_window_ms",
+        "loop_guard",
+        "max_body",
+        "gate_wait_ms",
+        "drain_timeout_ms",
+        "max_connections",
+    )
 
     def __init__(
         self,
@@ -132,12 +153,20 @@ class ServeConfig(Record):
         collision_window_ms: int = DEFAULT_COLLISION_WINDOW_MS,
         loop_guard: int = DEFAULT_LOOP_GUARD,
         max_body: int = DEFAULT_MAX_BODY,
+        gate_wait_ms: int = DEFAULT_GATE_WAIT_MS,
+        drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
         self.listen: Final = listen
         self.token_file: Final = token_file
         self.collision_window_ms: Final = collision_window_ms
         self.loop_guard: Final = loop_guard
         self.max_body: Final = max_body
+        #: How long a gated hook waits for the evaluator to catch up with its harness.
+        self.gate_wait_ms: Final = gate_wait_ms
+        #: How long SIGTERM waits for rows not yet acknowledged.
+        self.drain_timeout_ms: Final = drain_timeout_ms
+        self.max_connections: Final = max_connections
 
 
 class HarnessConfig(Record):
@@ -226,6 +255,9 @@ _SCHEMA: dict[str, Any] = {
         "collision_window": str,
         "loop_guard": int,
         "max_body": str,
+        "gate_wait": str,
+        "drain_timeout": str,
+        "max_connections": int,
     },
 }
 _REPO_SCHEMA = {"path": str, "url": str, "branch": str}
@@ -440,12 +472,24 @@ def _parse_serve(table: Any, bad: Any, check_path: Any) -> ServeConfig:
     token = table.get("token_file")
     if isinstance(token, str):
         check_path(token, "serve.token_file")
+    gate_wait = _duration(table, "gate_wait", DEFAULT_GATE_WAIT_MS, "serve", bad)
+    if gate_wait > 10_000:
+        bad("serve.gate_wait", "must be at most 10s (an agent's hook times out)")
+    drain = _duration(table, "drain_timeout", DEFAULT_DRAIN_TIMEOUT_MS, "serve", bad)
+    if drain > 600_000:
+        bad("serve.drain_timeout", "must be at most 10m")
+    connections = table.get("max_connections", DEFAULT_MAX_CONNECTIONS)
+    if isinstance(connections, int) and not 8 <= connections <= 65_536:
+        bad("serve.max_connections", "must be between 8 and 65536")
     return ServeConfig(
         listen=listen if isinstance(listen, str) else DEFAULT_LISTEN,
         token_file=(_expand(token) or Path(token)) if isinstance(token, str) and token else None,
         collision_window_ms=window,
         loop_guard=loop_guard if isinstance(loop_guard, int) else DEFAULT_LOOP_GUARD,
         max_body=max_body,
+        gate_wait_ms=gate_wait,
+        drain_timeout_ms=drain,
+        max_connections=(connections if isinstance(connections, int) else DEFAULT_MAX_CONNECTIONS),
     )
 
 

@@ -5,7 +5,7 @@ Each command group lives in its own ``engine.cli.cmd_*`` module exposing
 by the one registry (:mod:`engine.cli.registry`) that ``skillspec`` shares.
 The modules import only argparse-level code at top level and defer heavy
 imports to their handlers, so ``harness journal tail`` starts fast and never
-loads Textual. ``harness hook claude-code`` runs once per agent tool call:
+loads Textual. ``harness hook AGENT`` runs once per agent tool call:
 with plain arguments it skips argparse and the registry altogether.
 """
 
@@ -87,10 +87,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if quick is not None:
             from engine.cli.common import run_main
 
-            return run_main(cmd_hook.cmd_claude_code, quick)
+            return run_main(cmd_hook.cmd_hook, quick)
         from engine.cli.registry import Program
 
-        return Program("harness", DESCRIPTION, (cmd_hook.register,)).main(args)
+        try:
+            return Program("harness", DESCRIPTION, (cmd_hook.register,)).main(args)
+        except SystemExit as exc:
+            # Exit 2 makes Claude Code and Codex block every tool call: a hook's
+            # usage error must be a non-blocking 1 (argparse has printed why).
+            code = exc.code if isinstance(exc.code, int) else 1
+            return 1 if code == 2 else code
     return program().main(args)
 
 

@@ -29,10 +29,10 @@ from engine.rules.gates import Gate, GateCheck, gate_record, make_check
 from engine.rules.hooks import DefaultHooks, FireHooks
 from engine.rules.model import CompiledRule, EvalResult, Rule
 from engine.rules.prefilter import for_rule
+from engine.rules.schema import LIVE_CURSOR
 from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex, plan_rule
 from engine.store.txn import immediate
 
-LIVE_CURSOR = "live"
 ACTIVE = "active"
 DISABLED = "disabled"
 

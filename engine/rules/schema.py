@@ -11,6 +11,9 @@ read the store.
 
 from engine.store.migrations import register_migration
 
+#: The live evaluator's cursor in ``rule_cursor``: the last seq it evaluated (its watermark).
+LIVE_CURSOR = "live"
+
 SCHEMA_V1 = """
 CREATE TABLE rule_cursor (
     name TEXT PRIMARY KEY,

@@ -1,20 +1,29 @@
-"""The aiohttp application of ``harness serve``: OTLP logs, Claude Code hooks, metrics, health.
+"""The HTTP transport of ``harness serve``: routes that move bytes to the use cases and back.
 
 Endpoints (DESIGN.md "Real agents"):
 
 - ``POST /v1/logs``: OTLP/HTTP logs (protobuf or JSON, optional gzip) ->
   ``ExportLogsServiceResponse`` with ``partial_success`` for rejected
-  records; 400 undecodable, 413 over ``[serve] max_body`` or too many
-  records, 415 another content type.
-- ``POST /hooks/claude-code?harness=ID&project=NAME``: a hook payload -> the
-  event's JSON answer from holds and stops; 503 with the reason when the
-  store cannot be read.
+  records, once the rows are committed; 400 undecodable, 413 over
+  ``[serve] max_body`` or too many records, 415 another content type, 503
+  with ``Retry-After`` when the store cannot be written.
+- ``POST /v1/traces``, ``POST /v1/metrics``: accepted and ignored (Gemini
+  CLI exports all three signals to one endpoint), counted.
+- ``POST /hooks/<agent>?harness=ID&project=NAME`` for ``claude-code``,
+  ``codex`` and ``gemini``: a hook payload -> the event's JSON answer from
+  holds and stops; 503 with the reason when the store cannot be used.
 - ``GET /metrics``: the ``harness metrics`` families plus serve's own.
-- ``GET /healthz``: 200 when the writer and evaluator run, else 503 and why.
+- ``GET /healthz``: 200 when the writer writes and the evaluator evaluates,
+  else 503 and why.
 
-Security: with a token every request needs ``Authorization: Bearer <token>``
-(constant-time comparison), else 401 and nothing is read or stored. Bodies,
-header lines and records per request are capped.
+What each request means is decided elsewhere: hooks by
+:class:`~engine.serve.handler.HookHandler`, logs by
+:class:`~engine.serve.receiver.OtlpReceiver` (both wrapped by
+:mod:`.instrument` for metrics), which run on serve's worker threads because
+they wait for their commit. Security: with a token every request needs
+``Authorization: Bearer <token>`` (constant-time comparison), else 401 and
+nothing is read or stored. Bodies, header lines and records per request are
+capped.
 """
 
 from __future__ import annotations
@@ -24,192 +33,181 @@ import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from functools import partial
 
 from aiohttp import web
 
 from engine.serve import otlp
-from engine.serve.derive import Deriver
-from engine.serve.gate import GateState, GateUnavailable, read_state
-from engine.serve.handler import HookHandler
-from engine.serve.hooks import PayloadError
+from engine.serve.agents import AGENTS
+from engine.serve.instrument import MeteredHooks, MeteredReceiver
+from engine.serve.metrics import ServeMetrics
 from engine.serve.runtime import ServeRuntime
 
 MAX_RECORDS = 10_000
 MAX_HEADER_LINE = 8 * 1024
+#: Seconds an OTLP exporter is asked to wait before retrying a 503.
+RETRY_AFTER_S = 2
 ENDPOINTS = {
     "/v1/logs": "logs",
-    "/hooks/claude-code": "hooks",
+    "/v1/traces": "traces",
+    "/v1/metrics": "otlp_metrics",
+    **{f"/hooks/{agent}": "hooks" for agent in AGENTS},
     "/metrics": "metrics",
     "/healthz": "healthz",
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 RUNTIME: web.AppKey[ServeRuntime] = web.AppKey("runtime", ServeRuntime)
-STATE: web.AppKey[dict[str, Any]] = web.AppKey("state", dict)
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+def _text(status: int, message: str, **headers: str) -> web.Response:
+    return web.Response(status=status, text=message + "\n", headers=headers or None)
 
 
-def _text(status: int, message: str) -> web.Response:
-    return web.Response(status=status, text=message + "\n")
-
-
-def build_app(
-    runtime: ServeRuntime,
-    *,
-    token: str | None,
-    max_body: int,
-    loop_guard: int,
-    collision_window_ms: int,
-) -> web.Application:
-    metrics = runtime.metrics
+def guard(token: str | None, metrics: ServeMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """The middleware: authentication first, then timing and status counts per endpoint."""
     expected = f"Bearer {token}".encode() if token else None
 
     @web.middleware
-    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         endpoint = ENDPOINTS.get(request.path, "other")
         started = time.perf_counter()
         if expected is not None:
             given = request.headers.get("Authorization", "").encode("utf-8", "replace")
             if not hmac.compare_digest(given, expected):
-                metrics.totals["unauthorized"] += 1
+                metrics.add("unauthorized")
                 metrics.observe(endpoint, 401, time.perf_counter() - started)
                 return _text(401, "missing or wrong bearer token")
         try:
             response = await handler(request)
         except web.HTTPException as exc:
             if exc.status == 413:
-                metrics.totals["too_large"] += 1
+                metrics.add("too_large")
             metrics.observe(endpoint, exc.status, time.perf_counter() - started)
             raise
         metrics.observe(endpoint, response.status, time.perf_counter() - started)
         return response
 
-    deriver = Deriver(loop_guard=loop_guard, collision_window_ms=collision_window_ms)
-    hooks = HookHandler(deriver, runtime.writer.offer)
-    seen_names: set[str] = set()
+    return middleware
 
-    async def read_body(request: web.Request) -> bytes:
-        if request.content_length is not None and request.content_length > max_body:
+
+class Routes:
+    """The request handlers, named: each reads its request and hands it on."""
+
+    def __init__(self, runtime: ServeRuntime, max_body: int) -> None:
+        self.runtime = runtime
+        self.metrics = runtime.metrics
+        self.hooks = MeteredHooks(runtime.hooks, runtime.metrics)
+        self.receiver = MeteredReceiver(runtime.receiver, runtime.metrics)
+        self.max_body = max_body
+
+    async def _body(self, request: web.Request) -> bytes:
+        if request.content_length is not None and request.content_length > self.max_body:
             raise web.HTTPRequestEntityTooLarge(
-                max_size=max_body, actual_size=request.content_length
+                max_size=self.max_body, actual_size=request.content_length
             )
         return await request.read()  # capped by client_max_size = max_body (413)
 
-    async def post_logs(request: web.Request) -> web.StreamResponse:
+    async def post_logs(self, request: web.Request) -> web.StreamResponse:
         media = otlp.media_type(request.content_type)
         if media is None:
             return _text(415, "content type must be application/x-protobuf or application/json")
-        body = await read_body(request)
+        body = await self._body(request)
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
         try:
             if encoding == "gzip":
-                body = otlp.gunzip(body, max_body)
+                body = otlp.gunzip(body, self.max_body)
             elif encoding not in ("", "identity"):
-                metrics.totals["bad_requests"] += 1
+                self.metrics.add("bad_requests")
                 return _text(415, "Content-Encoding must be gzip or identity")
             message = otlp.decode(body, media)
         except otlp.TooLarge as exc:
-            metrics.totals["too_large"] += 1
+            self.metrics.add("too_large")
             return _text(413, str(exc))
         except otlp.BodyError as exc:
-            metrics.totals["bad_requests"] += 1
+            self.metrics.add("bad_requests")
             return _text(400, str(exc))
         if otlp.record_count(message) > MAX_RECORDS:
-            metrics.totals["too_large"] += 1
+            self.metrics.add("too_large")
             return _text(413, f"more than {MAX_RECORDS} log records in one request")
-        result = otlp.map_request(message, deriver, _now_ms(), seen_names)
-        # One offer for the request's rows (valid as the mapper builds them): one
-        # lock, in order, and a full queue drops the whole remainder, counted.
-        queued = runtime.writer.offer_checked(result.rows) if result.rows else 0
-        dropped = len(result.rows) - queued
-        for trip in result.trips:
-            hooks.trips[(trip.harness, trip.run)] = trip
-        metrics.records.update(result.records)
-        metrics.totals["rows_queued"] += queued
-        metrics.totals["rows_dropped"] += dropped
-        metrics.totals["records_rejected"] += result.rejected
+        loop = asyncio.get_running_loop()
+        reply = await loop.run_in_executor(self.runtime.pool, self.receiver.receive, message)
+        if reply.status != 200:
+            return _text(503, reply.text, **{"Retry-After": str(RETRY_AFTER_S)})
         reason = (
-            f"{result.rejected} record(s) rejected; first: {result.first_reason}"
-            if result.rejected
+            f"{reply.rejected} record(s) rejected; first: {reply.first_reason}"
+            if reply.rejected
             else ""
         )
-        content_type = otlp.PROTOBUF if media == otlp.PROTOBUF else otlp.JSON
         return web.Response(
-            body=otlp.encode_response(result.rejected, reason, media), content_type=content_type
+            body=otlp.encode_response(reply.rejected, reason, media),
+            content_type=otlp.PROTOBUF if media == otlp.PROTOBUF else otlp.JSON,
         )
 
-    async def post_hook(request: web.Request) -> web.StreamResponse:
-        body = await read_body(request)
+    async def post_ignored(self, request: web.Request) -> web.StreamResponse:
+        """Traces and metrics: read, counted, answered with an empty success."""
+        media = otlp.media_type(request.content_type)
+        if media is None:
+            return _text(415, "content type must be application/x-protobuf or application/json")
+        await self._body(request)
+        self.metrics.add(f"ignored_{ENDPOINTS[request.path]}")
+        return web.Response(
+            body=b"" if media == otlp.PROTOBUF else b"{}",
+            content_type=otlp.PROTOBUF if media == otlp.PROTOBUF else otlp.JSON,
+        )
+
+    async def post_hook(self, agent: str, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError):
-            metrics.totals["bad_requests"] += 1
+            self.metrics.add("bad_requests")
             return _text(400, "body is not JSON")
-        try:
-            mapped, offered = hooks.ingest(
+        loop = asyncio.get_running_loop()
+        reply = await loop.run_in_executor(
+            self.runtime.pool,
+            partial(
+                self.hooks.handle,
+                agent,
                 payload,
                 harness=request.query.get("harness"),
                 project=request.query.get("project"),
-                now_ms=_now_ms(),
-            )
-        except PayloadError as exc:
-            metrics.totals["bad_requests"] += 1
-            return _text(400, str(exc))
-        metrics.hook_events[(mapped.event, "ignored" if mapped.ignored else "journaled")] += 1
-        metrics.totals["rows_queued"] += offered.queued
-        metrics.totals["rows_dropped"] += offered.dropped
-        metrics.totals["rows_refused"] += offered.refused
-        question = hooks.gate_question(mapped)
-        state = GateState()
-        if question is not None:
-            try:
-                try:
-                    state = read_state(
-                        runtime.loop_reader(), mapped.harness, question[1], holds=question[0]
-                    )
-                except GateUnavailable as first:
-                    if not first.busy:
-                        raise
-                    state = await asyncio.get_running_loop().run_in_executor(
-                        runtime.pool,
-                        lambda: read_state(
-                            runtime.reader(), mapped.harness, question[1], holds=question[0]
-                        ),
-                    )
-            except GateUnavailable as exc:
-                metrics.totals["gate_errors"] += 1
-                metrics.gate["error"] += 1
-                return _text(503, str(exc))
-        decision, answer = hooks.respond(mapped, state)
-        metrics.gate[decision] += 1
-        return web.json_response(answer)
+            ),
+        )
+        if reply.status != 200:
+            return _text(reply.status, reply.text)
+        return web.json_response(reply.answer)
 
-    async def get_metrics(request: web.Request) -> web.StreamResponse:
+    async def get_metrics(self, request: web.Request) -> web.StreamResponse:
         from engine.rules.metrics import collect, render_prometheus
 
         loop = asyncio.get_running_loop()
         try:
             store_text = await loop.run_in_executor(
-                runtime.pool, lambda: render_prometheus(collect(runtime.reader()))
+                self.runtime.pool, lambda: render_prometheus(collect(self.runtime.reader()))
             )
         except Exception as exc:  # the store's figures are missing; serve's own still show
             store_text = f"# store figures unavailable: {type(exc).__name__}\n"
         return web.Response(
-            text=store_text + metrics.render(), content_type="text/plain", charset="utf-8"
+            text=store_text + self.metrics.render(), content_type="text/plain", charset="utf-8"
         )
 
-    async def get_health(request: web.Request) -> web.StreamResponse:
-        healthy, details = runtime.health()
+    async def get_health(self, request: web.Request) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        healthy, details = await loop.run_in_executor(self.runtime.pool, self.runtime.health)
         return web.json_response(details, status=200 if healthy else 503)
 
-    app = web.Application(middlewares=[guard], client_max_size=max_body)
+
+def build_app(runtime: ServeRuntime, *, token: str | None, max_body: int) -> web.Application:
+    """The aiohttp application over ``runtime``'s use cases."""
+    routes = Routes(runtime, max_body)
+    app = web.Application(middlewares=[guard(token, runtime.metrics)], client_max_size=max_body)
     app[RUNTIME] = runtime
-    app.router.add_post("/v1/logs", post_logs)
-    app.router.add_post("/hooks/claude-code", post_hook)
-    app.router.add_get("/metrics", get_metrics)
-    app.router.add_get("/healthz", get_health)
+    app.router.add_post("/v1/logs", routes.post_logs)
+    app.router.add_post("/v1/traces", routes.post_ignored)
+    app.router.add_post("/v1/metrics", routes.post_ignored)
+    for agent in AGENTS:
+        app.router.add_post(f"/hooks/{agent}", partial(routes.post_hook, agent))
+    app.router.add_get("/metrics", routes.get_metrics)
+    app.router.add_get("/healthz", routes.get_health)
     return app

@@ -113,21 +113,21 @@ def ident(value: object) -> str | None:
 
 
 def journal_path(value: object, cwd: object = None) -> str | None:
-    """A path fit for the journal: relative to ``cwd`` when inside it, else as given.
+    """A path fit for the journal: absolute and normalized, so sources and agents agree.
 
-    Returns None for anything that is not a printable path of at most
-    ``MAX_PATH`` characters (such a value is dropped, not stored).
+    A relative path is joined to ``cwd`` (when that is absolute) and ``..``
+    and ``.`` are resolved lexically (nothing is looked up on disk: serve may
+    run on another host). A relative path with no ``cwd`` to join stays
+    relative, normalized. Returns None for anything that is not a printable
+    path of at most ``MAX_PATH`` characters (such a value is dropped, never
+    stored).
     """
     if not isinstance(value, str) or not value:
         return None
     path = value
-    if isinstance(cwd, str) and cwd and os.path.isabs(path):
-        base = os.path.normpath(cwd)
-        norm = os.path.normpath(path)
-        if norm == base:
-            path = "."
-        elif norm.startswith(base.rstrip(os.sep) + os.sep):
-            path = norm[len(base.rstrip(os.sep)) + 1 :]
+    if not path.startswith("/") and isinstance(cwd, str) and cwd.startswith("/"):
+        path = cwd + "/" + path
+    path = os.path.normpath(path)
     if len(path) > MAX_PATH or not path.isprintable():
         return None
     return path

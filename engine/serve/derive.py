@@ -10,8 +10,9 @@ in an unbroken streak of one run become a ``loop_stopped`` row from source
 not a rule, exactly as the seed keeps it; rules see its trips as input.
 
 State is in memory and bounded: serve keeps one :class:`Deriver` for its life;
-``harness hook claude-code`` (one process per call) seeds one from the store
-with :meth:`Deriver.seed_streak` and :meth:`Deriver.seed_editors`.
+a fresh process (the command hook, serve after a restart) has it seeded from
+the store by :class:`engine.serve.calls.CallBook` with
+:meth:`Deriver.seed_streak` and :meth:`Deriver.seed_editors`.
 """
 
 from __future__ import annotations
@@ -23,15 +24,10 @@ from typing import Final
 from engine.journal.rows import INSERT_INDEX, InsertRow, check_values
 from engine.record import Record
 
-#: Tools whose calls edit the file named in their input.
-EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
-#: Codex's patch tool; its paths are read from the patch headers.
-PATCH_TOOLS = frozenset({"apply_patch"})
 DEFAULT_LOOP_GUARD = 8
 DEFAULT_COLLISION_WINDOW_MS = 10 * 60_000
 MAX_RUNS = 10_000
 MAX_PATHS = 20_000
-_PATCH_HEADERS = ("*** Update File: ", "*** Add File: ", "*** Delete File: ", "*** Move to: ")
 
 
 def make_row(typ: str, source: str, **fields: object) -> InsertRow:
@@ -48,20 +44,6 @@ def make_row(typ: str, source: str, **fields: object) -> InsertRow:
     row = tuple(values)
     check_values(row)
     return row
-
-
-def patch_paths(patch: object) -> list[str]:
-    """File paths named by an ``apply_patch`` patch's headers (in order, unique)."""
-    if not isinstance(patch, str):
-        return []
-    out: list[str] = []
-    for line in patch.splitlines():
-        for head in _PATCH_HEADERS:
-            if line.startswith(head):
-                path = line[len(head) :].strip()
-                if path and path not in out:
-                    out.append(path)
-    return out
 
 
 class LoopTrip(Record):
@@ -81,7 +63,7 @@ class Deriver:
     """Derive graph and loop-guard rows from tool calls (one instance per process).
 
     A plain class (and :class:`LoopTrip` a Record) rather than dataclasses:
-    ``harness hook claude-code`` imports this module once per tool call.
+    ``harness hook`` imports this module once per tool call.
     """
 
     __slots__ = ("collision_window_ms", "editors", "loop_guard", "streaks")

@@ -1,159 +1,260 @@
-"""One hook handler for both transports: serve's ``POST /hooks/claude-code`` and the command hook.
+"""One hook handler for every transport: :meth:`HookHandler.handle` owns a call, payload to answer.
 
-The handler maps a payload to rows (:mod:`.hooks`), offers them to a sink
-that never blocks (serve: the journal's admission queue; the command hook:
-one direct admission), remembers loop-guard trips so the very next call of a
-tripped run is stopped even before its ``loop_stopped`` row commits, and
-turns the store's holds and stops (:mod:`.gate`) into the event's answer.
-Reading the store is left to the caller, so serve can do it off its event
-loop and the command hook inline.
+Serve's ``POST /hooks/<agent>``, the command hook ``harness hook <agent>`` and
+the tests all call ``handle``; they only move bytes. The sequence, in one
+place:
+
+1. read the payload in its agent's dialect (:mod:`.agents`) and name who is
+   calling (harness, project);
+2. decide its rows (:class:`.calls.CallBook`: ``run_started`` for a new run,
+   one ``tool_call`` per real call, derived rows) and queue them, under the
+   book's lock so that journal order is decision order;
+3. wait until they are committed: an answer means the rows are stored;
+4. for a gated moment (a tool about to run, a prompt) or any moment of a
+   run: wait until the acting evaluator has seen every row of this harness
+   (read-your-writes, at most ``[serve] gate_wait``), then read its holds and
+   the run's stop;
+5. render the verdict in the agent's own JSON.
+
+The journal and the gate are ports (:class:`Journal`, :class:`Gate`): serve
+plugs in its group-committing writer and its evaluator's watermark, the
+command hook a direct transaction and the store's cursor.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Mapping
 from typing import Final
 
-from engine.journal.rows import InsertRow, RowError
+from engine.journal.errors import StoreUnavailable
+from engine.journal.rows import IDENT_RULE, RowError
 from engine.record import Record
-from engine.rules.stops import RunStop, loop_reason
-from engine.serve.derive import EDIT_TOOLS, Deriver, LoopTrip
-from engine.serve.gate import GateState, answer
-from engine.serve.hooks import (
-    GATED_EVENTS,
-    Mapped,
+from engine.serve.agents import (
+    AFTER_TOOL,
+    END,
+    GATED,
+    PROMPT,
+    START,
+    TOOL_FAILED,
+    HookEvent,
     PayloadError,
-    edited_paths,
-    map_hook,
-    resolve_identity,
+    read_event,
+    render,
 )
+from engine.serve.calls import HOOK, CallBook, ToolReport
+from engine.serve.canon import cause_digest, digest, ident, journal_path, project_of
+from engine.serve.ports import Gate, Journal
+from engine.serve.tools import canonical, named_paths
+from engine.serve.verdict import BLOCK, DENY, GateUnavailable, decide
 
-MAX_TRIPS = 10_000
 
+class HookReply(Record):
+    """The answer to one hook call and what happened on the way (for the transport and metrics).
 
-class Offered(Record):
-    """What happened to a mapped payload's rows: queued, dropped (queue full), refused."""
+    ``status`` 200 carries ``answer`` (the agent's JSON); 400 and 503 carry
+    ``text`` (the reason, safe to show) and 503 says what ``failed``: the
+    ``store`` (rows not stored) or the ``gate`` (holds and stops unreadable).
+    ``decision`` is None when no verdict was asked for.
+    """
 
-    __slots__ = ("dropped", "queued", "refused")
-    __match_args__ = ("queued", "dropped", "refused")
+    __slots__ = (
+        "answer",
+        "decision",
+        "duplicates",
+        "failed",
+        "label",
+        "late",
+        "refused",
+        "rows",
+        "status",
+        "text",
+    )
+    __match_args__ = (
+        "status",
+        "answer",
+        "text",
+        "label",
+        "rows",
+        "duplicates",
+        "refused",
+        "decision",
+        "late",
+        "failed",
+    )
 
-    def __init__(self, queued: int, dropped: int, refused: int) -> None:
-        self.queued: Final = queued
-        self.dropped: Final = dropped
+    def __init__(
+        self,
+        status: int,
+        answer: dict[str, object] | None = None,
+        text: str = "",
+        label: str = "other",
+        rows: int = 0,
+        duplicates: int = 0,
+        refused: int = 0,
+        decision: str | None = None,
+        late: bool = False,
+        failed: str = "",
+    ) -> None:
+        self.status: Final = status
+        self.answer: Final = answer
+        self.text: Final = text
+        self.label: Final = label
+        self.rows: Final = rows
+        self.duplicates: Final = duplicates
         self.refused: Final = refused
+        self.decision: Final = decision
+        self.late: Final = late
+        self.failed: Final = failed
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class HookHandler:
-    """Maps, offers and answers; one instance per process (it holds the derived state)."""
+    """Owns a hook call from payload to answer; one per process (its book holds the memory)."""
 
-    def __init__(self, deriver: Deriver, offer: Callable[[InsertRow], bool]) -> None:
-        self.deriver = deriver
-        self.offer = offer
-        self.trips: OrderedDict[tuple[str, str | None], LoopTrip] = OrderedDict()
+    def __init__(
+        self, book: CallBook, journal: Journal, gate: Gate, clock: Callable[[], int] = _wall_ms
+    ) -> None:
+        self.book = book
+        self.journal = journal
+        self.gate = gate
+        self.clock = clock
 
-    def ingest(
-        self, payload: object, *, harness: str | None, project: str | None, now_ms: int
-    ) -> tuple[Mapped, Offered]:
-        """Map ``payload`` and offer its rows. PayloadError when it is no hook payload."""
-        if not isinstance(payload, dict):
-            raise PayloadError(f"expected a JSON object, got {type(payload).__name__}")
-        who, proj = resolve_identity(payload, harness, project)
-        if who is None:
-            raise PayloadError(
-                "harness: not given (?harness=ID or --harness) and no git top-level in cwd "
-                "names one"
-                if harness is None
-                else "harness: not an identifier ([A-Za-z0-9._:/@+-], 1-256 chars)"
-            )
-        refused_project = project is not None and proj is None
+    def handle(
+        self, agent: str, payload: object, *, harness: str | None, project: str | None
+    ) -> HookReply:
+        """Journal ``payload`` (an ``agent`` hook call) and answer it from holds and stops."""
         try:
-            mapped = map_hook(
-                payload, harness=who, project=proj, deriver=self.deriver, now_ms=now_ms
+            event = read_event(agent, payload)
+            who, proj = identity(event.payload, harness, project)
+        except PayloadError as exc:
+            return HookReply(400, text=str(exc))
+        refused = list(event.refused)
+        if project is not None and proj is None:
+            refused.append("project")
+        label = event.label
+        try:
+            rows, dup = self._record(event, who, proj, refused)
+        except StoreUnavailable as exc:
+            return HookReply(503, text=str(exc), label=label, refused=len(refused), failed="store")
+        gated = event.moment in GATED
+        if not gated and event.run is None:
+            return HookReply(200, {}, label=label, rows=rows, duplicates=dup, refused=len(refused))
+        try:
+            state, late = self.gate.state(who, event.run, holds=gated)
+        except GateUnavailable as exc:
+            return HookReply(
+                503,
+                text=str(exc),
+                label=label,
+                rows=rows,
+                duplicates=dup,
+                refused=len(refused),
+                failed="gate",
             )
-        except RowError as exc:
-            mapped = Mapped(
-                str(payload.get("hook_event_name")), who, proj, None, refused=(exc.field,)
-            )
-        queued = dropped = 0
-        for row in mapped.rows:
-            if self.offer(row):
-                queued += 1
-            else:
-                dropped += 1
-        if mapped.trip is not None:
-            self.trips[(mapped.trip.harness, mapped.trip.run)] = mapped.trip
-            while len(self.trips) > MAX_TRIPS:
-                self.trips.popitem(last=False)
-        refused = len(mapped.refused) + (1 if refused_project else 0)
-        return mapped, Offered(queued, dropped, refused)
+        verdict = decide(state, gated=gated)
+        decision = (
+            BLOCK if verdict.decision == DENY and event.moment == PROMPT else verdict.decision
+        )
+        return HookReply(
+            200,
+            render(event, verdict),
+            label=label,
+            rows=rows,
+            duplicates=dup,
+            refused=len(refused),
+            decision=decision,
+            late=late,
+        )
 
-    def gate_question(self, mapped: Mapped) -> tuple[bool, str | None] | None:
-        """(read holds?, run) the answer needs from the store; None when it needs nothing."""
-        holds = mapped.event in GATED_EVENTS
-        if not holds and mapped.run is None:
-            return None
-        return holds, mapped.run
-
-    def respond(self, mapped: Mapped, state: GateState) -> tuple[str, dict[str, object]]:
-        """The answer: an in-memory loop-guard trip first, then the store's stops and holds."""
-        trip = self.trips.get((mapped.harness, mapped.run))
-        if trip is not None and state.stop is None and mapped.run is not None:
-            state = GateState(
-                state.holds,
-                RunStop(
-                    mapped.harness,
-                    mapped.run,
-                    "loop_guard",
-                    None,
-                    0,
-                    loop_reason(trip.tool, trip.count),
-                ),
-            )
-        return answer(mapped.event, state)
-
-
-def seed_from_store(
-    deriver: Deriver,
-    conn: sqlite3.Connection,
-    payload: dict[str, object],
-    harness: str,
-    run: str | None,
-    now_ms: int,
-) -> None:
-    """Give a one-shot deriver (the command hook) the state serve would hold in memory.
-
-    The streak is read back from the run's newest tool_call rows; recent
-    editors of the edited path from file_edited rows within the window.
-    """
-    tool = payload.get("tool_name")
-    if deriver.loop_guard > 0 and isinstance(tool, str):
-        rows = conn.execute(
-            "SELECT tool, args_digest FROM rule_journal WHERE harness = ? AND type = 'tool_call' "
-            "AND run IS ? ORDER BY seq DESC LIMIT ?",
-            (harness, run, deriver.loop_guard + 1),
-        ).fetchall()
-        if rows and rows[0][1] is not None:
-            count = 0
-            for r in rows:
-                if tuple(r) != tuple(rows[0]):
-                    break
-                count += 1
-            deriver.seed_streak(harness, run, rows[0][0], rows[0][1], count)
-    if isinstance(tool, str) and tool in EDIT_TOOLS:
-        for path in _paths(tool, payload):
-            editors = {
-                str(h): int(at)
-                for h, at in conn.execute(
-                    "SELECT harness, MAX(at) FROM rule_journal WHERE type = 'file_edited' "
-                    "AND path = ? AND at > ? GROUP BY harness",
-                    (path, now_ms - deriver.collision_window_ms),
+    def _record(
+        self, event: HookEvent, harness: str, project: str | None, refused: list[str]
+    ) -> tuple[int, int]:
+        """Decide, queue and commit the event's rows; (rows stored, duplicates)."""
+        book = self.book
+        now = self.clock()
+        with book.lock:
+            try:
+                rows = book.run_event(
+                    harness,
+                    project,
+                    event.run,
+                    cwd=event.payload.get("cwd"),
+                    start=event.moment == START,
+                    end=event.moment == END,
                 )
-            }
-            if editors:
-                deriver.seed_editors(path, editors)
+                duplicate = False
+                if event.moment in (AFTER_TOOL, TOOL_FAILED):
+                    report = tool_report(event, harness, project, refused)
+                    if report is not None:
+                        decided = book.call(report, now)
+                        rows.extend(decided.rows)
+                        duplicate = decided.duplicate
+            except RowError as exc:  # not expected: every value is checked on the way in
+                book.forget(harness, event.run)
+                refused.append(exc.field)
+                return 0, 0
+            try:
+                token = self.journal.submit(rows) if rows else None
+            except StoreUnavailable:
+                book.forget(harness, event.run)
+                raise
+        if token is not None:
+            try:
+                self.journal.acknowledge(token)
+            except StoreUnavailable:
+                with book.lock:
+                    book.forget(harness, event.run)
+                raise
+        return len(rows), int(duplicate)
 
 
-def _paths(tool: str, payload: dict[str, object]) -> Iterable[str]:
-    return edited_paths(tool, payload.get("tool_input"), payload.get("cwd"))
+def tool_report(
+    event: HookEvent, harness: str, project: str | None, refused: list[str]
+) -> ToolReport | None:
+    """A finished tool call as a hook reports it; None (``tool_name`` refused) without a tool."""
+    p = event.payload
+    tool = ident(p.get("tool_name"))
+    if tool is None:
+        refused.append("tool_name")
+        return None
+    tool_input = p.get("tool_input")
+    cwd = p.get("cwd")
+    named = named_paths(tool, tool_input)
+    paths = tuple(dict.fromkeys(j for j in (journal_path(n, cwd) for n in named) if j))
+    if named and not paths:
+        refused.append("path")
+    failed = event.moment == TOOL_FAILED
+    return ToolReport(
+        HOOK,
+        harness,
+        project,
+        event.run,
+        canonical(tool),
+        "error" if failed else "ok",
+        digest(tool_input) if "tool_input" in p else None,
+        cause_digest(event.error()) if failed else None,
+        paths,
+        ident(p.get("tool_use_id")),
+    )
+
+
+def identity(
+    payload: Mapping[str, object], harness: str | None, project: str | None
+) -> tuple[str, str | None]:
+    """(harness, project): the given ones, else the git top-level basename of ``cwd``.
+
+    PayloadError when no harness can be named: it is who a hold applies to.
+    """
+    guessed = project_of(payload.get("cwd")) if project is None or harness is None else None
+    who = ident(harness) if harness is not None else guessed
+    if who is None:
+        raise PayloadError(
+            "harness: not given (?harness=ID or --harness) and no git top-level in cwd names one"
+            if harness is None
+            else f"harness: not an identifier ({IDENT_RULE})"
+        )
+    return who, ident(project) if project is not None else guessed

@@ -1,16 +1,18 @@
 """Serve's own Prometheus families, appended to the store's (``harness metrics``) on ``/metrics``.
 
-Every label value is an enum or a bounded identifier-shaped name (endpoint,
-status code, event name, verdict, decision): never request content. The
-counters live in the serving process (updated on its event loop); the ones an
-operator must see after the fact (gate failures, requests refused) are also
-flushed to the store's ``journal_counters`` as ``serve_*`` so ``harness
-doctor`` shows them.
+Every label value comes from a fixed list (endpoint, status code, a known
+event name or ``other``, verdict, decision): never request content. The
+counters live in the serving process and are recorded *around* the
+components (:mod:`engine.serve.instrument`), from worker threads, so each
+update takes the lock; the ones an operator must see after the fact (gate
+failures, requests refused, late answers) are also flushed to the store's
+``journal_counters`` as ``serve_*`` so ``harness doctor`` shows them.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -25,6 +27,8 @@ PERSISTED = (
     "rows_refused",
     "rows_dropped",
     "records_rejected",
+    "store_unavailable",
+    "gate_late",
 )
 
 
@@ -51,23 +55,35 @@ class ServeMetrics:
     totals: Counter[str] = field(default_factory=Counter)
     latency: dict[str, Histogram] = field(default_factory=dict)
     flushed: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def observe(self, endpoint: str, status: int, seconds: float) -> None:
-        self.requests[(endpoint, status)] += 1
-        self.latency.setdefault(endpoint, Histogram()).observe(seconds)
+        with self.lock:
+            self.requests[(endpoint, status)] += 1
+            self.latency.setdefault(endpoint, Histogram()).observe(seconds)
+
+    def add(self, name: str, n: int = 1) -> None:
+        if n:
+            with self.lock:
+                self.totals[name] += n
 
     def unflushed(self) -> dict[str, int]:
         """Deltas of the persisted counters since the last call (and mark them flushed)."""
         out: dict[str, int] = {}
-        for name in PERSISTED:
-            now = self.totals[name]
-            delta = now - self.flushed.get(name, 0)
-            if delta:
-                out[f"serve_{name}"] = delta
-                self.flushed[name] = now
+        with self.lock:
+            for name in PERSISTED:
+                now = self.totals[name]
+                delta = now - self.flushed.get(name, 0)
+                if delta:
+                    out[f"serve_{name}"] = delta
+                    self.flushed[name] = now
         return out
 
     def render(self) -> str:
+        with self.lock:
+            return self._render()
+
+    def _render(self) -> str:
         lines: list[str] = []
 
         def family(name: str, kind: str, help_: str) -> None:
@@ -82,14 +98,15 @@ class ServeMetrics:
         family(
             "harness_serve_records_total",
             "counter",
-            "OTLP log records, by event name and verdict (admitted, ignored, rejected).",
+            "OTLP log records, by event name and verdict (admitted, duplicate, blocked, ignored, "
+            "rejected).",
         )
         for (name, verdict), n in sorted(self.records.items()):
             lines.append(f'harness_serve_records_total{{event="{name}",verdict="{verdict}"}} {n}')
         family(
             "harness_serve_hook_events_total",
             "counter",
-            "Claude Code hook events, by event name and verdict (journaled, ignored).",
+            "Hook events, by agent event name and verdict (journaled, duplicate, ignored).",
         )
         for (name, verdict), n in sorted(self.hook_events.items()):
             lines.append(
@@ -101,8 +118,8 @@ class ServeMetrics:
         family(
             "harness_serve_events_total",
             "counter",
-            "Serve's own events: rows queued, dropped (queue full), refused (not a journal "
-            "value), gate errors, unauthorized, bad and oversize requests.",
+            "Serve's own events: rows stored, duplicates, refused values, store unavailable, "
+            "gate errors and late answers, unauthorized, bad and oversize requests.",
         )
         for name, n in sorted(self.totals.items()):
             lines.append(f'harness_serve_events_total{{event="{name}"}} {n}')

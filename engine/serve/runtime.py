@@ -1,17 +1,22 @@
-"""The long-running parts of ``harness serve``: journal writer, acting evaluator, store reads.
+"""The long-running parts of ``harness serve`` and the ports its use cases plug into.
 
-- The writer is :class:`engine.journal.queue.JournalWriter`: requests only
-  offer rows (a lock and an append; ``/v1/logs`` offers a request's checked
-  rows at once with ``offer_checked``), so a request never waits for the
-  store; a full queue drops and counts.
+- The writer is :class:`engine.journal.queue.JournalWriter`; :class:`WriterJournal`
+  hands it each request's rows as one ticket and acknowledges only after the
+  group commit that stored them, remembering each harness's newest seq.
 - The evaluator runs :func:`engine.rules.lease.serve` on its own thread and
-  connection with the lifecycle's live evaluator, behind the store lease; its
-  holder name starts with ``serve@`` so the console can say serve is acting.
-- Gate and ``/metrics`` reads run on a small thread pool with read-only
-  connections, off the event loop, with a short busy timeout so a locked
-  store turns into a prompt 503 rather than a hung hook.
+  connection behind the store lease (holder ``serve@…``), woken by every
+  commit; after each step it advances the :class:`Watermark`, the seq up to
+  which it has evaluated. A store error (locked, full, I/O) makes it back off
+  and rebuild, not die.
+- :class:`WatermarkGate` is the gate's read-your-writes: a hook waits until the
+  watermark reaches its harness's newest seq (at most ``[serve] gate_wait``),
+  then reads holds and stops on this thread's read-only connection. When
+  another process holds the lease, the store's cursor is the watermark.
 - A flusher thread copies serve's persisted counters into the store every
   second (``journal_counters``, ``serve_*``) for ``harness doctor``.
+- :attr:`ServeRuntime.fatal` names what serve cannot recover from (the store
+  is corrupt, the evaluator cannot be built): the server then exits non-zero
+  so a supervisor restarts it.
 """
 
 from __future__ import annotations
@@ -21,26 +26,136 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from engine.config import HarnessConfig
-from engine.journal.queue import JournalWriter
+from engine.journal.queue import JournalWriter, Ticket
+from engine.journal.rows import InsertRow
 from engine.journal.writer import add_counter
 from engine.rules.lease import Lease, serve
+from engine.serve.calls import CallBook
+from engine.serve.derive import Deriver
+from engine.serve.handler import HookHandler
 from engine.serve.metrics import ServeMetrics
+from engine.serve.recall import StoreRecall
+from engine.serve.receiver import OtlpReceiver
+from engine.serve.verdict import GateState, GateUnavailable, read_state
 from engine.store.db import connect
+from engine.store.txn import immediate
 
-T = TypeVar("T")
 READ_BUSY_MS = 2_000
 HOLDER_PREFIX = "serve@"
+#: How long a request waits for the commit of its rows before it is told 503.
+ACK_TIMEOUT_S = 2.0
+#: Workers for hook and OTLP requests (each waits for its commit and the gate).
+WORKERS = 64
+#: The evaluator's back-off after a store error, seconds (doubles up to the second).
+EVAL_BACKOFF_S = (0.1, 2.0)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Watermark:
+    """The seq up to which serve's evaluator has evaluated, and a way to wait for it."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self._cond = threading.Condition()
+
+    def advance(self, seq: int) -> None:
+        with self._cond:
+            if seq > self.seq:
+                self.seq = seq
+                self._cond.notify_all()
+
+    def wait_for(self, target: int, timeout: float) -> bool:
+        """Whether the watermark reached ``target`` within ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.seq >= target, timeout)
+
+
+class WriterJournal:
+    """Serve's journal port: group commit, acknowledged after it, newest seq per harness."""
+
+    def __init__(self, writer: JournalWriter, timeout_s: float = ACK_TIMEOUT_S) -> None:
+        self.writer = writer
+        self.timeout_s = timeout_s
+        #: harness -> the newest seq committed for it (the gate's read-your-writes target)
+        self.latest: dict[str, int] = {}
+
+    def submit(self, rows: Sequence[InsertRow]) -> object:
+        return self.writer.submit(rows)
+
+    def acknowledge(self, token: object) -> None:
+        assert isinstance(token, Ticket)
+        self.writer.acknowledge(token, self.timeout_s)
+        latest = self.latest
+        for offset, row in enumerate(token.rows):
+            harness = row[4]
+            seq = token.first_seq + offset
+            if latest.get(harness, 0) < seq:
+                latest[harness] = seq
+
+
+class WatermarkGate:
+    """The gate's port in serve: wait for the evaluator to see the harness's rows, then read."""
+
+    def __init__(
+        self,
+        journal: WriterJournal,
+        watermark: Watermark,
+        reader: Callable[[], sqlite3.Connection],
+        acting: Callable[[], bool],
+        wait_s: float,
+    ) -> None:
+        self.journal = journal
+        self.watermark = watermark
+        self.reader = reader
+        self.acting = acting
+        self.wait_s = wait_s
+
+    def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
+        target = self.journal.latest.get(harness, 0)
+        try:
+            late = self.watermark.seq < target and not self._wait(target)
+        except sqlite3.Error as exc:
+            raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None
+        try:
+            return read_state(self.reader(), harness, run, holds=holds), late
+        except GateUnavailable as exc:
+            if not exc.busy:
+                raise
+            time.sleep(0.05)  # one more try after a brief wait: a checkpoint can lock briefly
+            return read_state(self.reader(), harness, run, holds=holds), late
+
+    def _wait(self, target: int) -> bool:
+        if self.acting():
+            return self.watermark.wait_for(target, self.wait_s)
+        deadline = time.monotonic() + self.wait_s  # another process acts: watch its cursor
+        from engine.rules.schema import LIVE_CURSOR
+
+        while True:
+            row = (
+                self.reader()
+                .execute("SELECT seq FROM rule_cursor WHERE name = ?", (LIVE_CURSOR,))
+                .fetchone()
+            )
+            if row is not None and int(row[0]) >= target:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
 
 
 class ServeRuntime:
-    """Writer + evaluator + readers for one store. ``start`` then ``close`` (idempotent)."""
+    """Writer + evaluator + readers + the use cases for one store. ``start``, then ``close``."""
 
     def __init__(
         self,
@@ -61,14 +176,30 @@ class ServeRuntime:
         self.holder = f"{HOLDER_PREFIX}{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease: Lease | None = None
         self.evaluator_error: BaseException | None = None
+        self.evaluator_failure: str | None = None
+        self.watermark = Watermark()
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.writer.on_commit.append(lambda _seq: self._wake.set())
         self._threads: list[threading.Thread] = []
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="serve-read")
+        self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="serve-work")
         self._closed = False
-        self._loop_conn: sqlite3.Connection | None = None
+        serve_cfg = config.serve
+        self.journal = WriterJournal(self.writer)
+        book = CallBook(
+            Deriver(
+                loop_guard=serve_cfg.loop_guard, collision_window_ms=serve_cfg.collision_window_ms
+            ),
+            StoreRecall(self.reader, serve_cfg.loop_guard),
+        )
+        gate = WatermarkGate(
+            self.journal, self.watermark, self.reader, self.acting, serve_cfg.gate_wait_ms / 1000
+        )
+        self.hooks = HookHandler(book, self.journal, gate)
+        self.receiver = OtlpReceiver(book, self.journal, _wall_ms)
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> None:
@@ -82,18 +213,19 @@ class ServeRuntime:
         thread.start()
         self._threads.append(thread)
 
-    def close(self, timeout: float = 4.0) -> None:
-        """Drain the queue, release the lease, stop the threads (within ``timeout``)."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Commit what is queued (within ``timeout``), release the lease, stop the threads."""
         if self._closed:
             return
         self._closed = True
         try:
-            self.writer.close(timeout=timeout / 2)
+            self.writer.close(timeout=timeout)
         except BaseException as exc:  # the writer's own failure: report, keep shutting down
             self.evaluator_error = self.evaluator_error or exc
         self._stop.set()
+        self._wake.set()
         for thread in self._threads:
-            thread.join(timeout / 2)
+            thread.join(5.0)
         self._flush_counters()
         self.pool.shutdown(wait=True, cancel_futures=True)
         with self._readers_lock:
@@ -102,28 +234,64 @@ class ServeRuntime:
                     conn.close()
 
     # -- health ---------------------------------------------------------------
+    def acting(self) -> bool:
+        return self.lease is not None and self.lease.held
+
+    @property
+    def fatal(self) -> str | None:
+        """What serve cannot recover from (then it exits non-zero), or None."""
+        if self.writer.error is not None:
+            return f"journal writer stopped: {self.writer.error}"
+        if self.evaluator_error is not None:
+            return (
+                f"evaluator stopped: {type(self.evaluator_error).__name__}: {self.evaluator_error}"
+            )
+        return None
+
     def health(self) -> tuple[bool, dict[str, object]]:
-        """(healthy, details): the writer and the evaluator threads run."""
-        writer_ok = self.writer.error is None and not self._closed
-        evaluator = next((t for t in self._threads if t.name == "serve-evaluator"), None)
-        evaluator_ok = not self.evaluate or (evaluator is not None and evaluator.is_alive())
+        """(healthy, details): the writer writes and the evaluator evaluates."""
+        failing = self.writer.failure
+        writer = (
+            f"stopped: {self.writer.error}"
+            if self.writer.error is not None
+            else "closed"
+            if self._closed
+            else f"failing: {failing}"
+            if failing
+            else "running"
+        )
+        evaluator_ok = not self.evaluate or (
+            self.evaluator_error is None and self.evaluator_failure is None
+        )
         details: dict[str, object] = {
-            "writer": "running" if writer_ok else f"stopped: {self.writer.error or 'closed'}",
+            "writer": writer,
             "evaluator": (
                 "disabled"
                 if not self.evaluate
                 else "running"
                 if evaluator_ok
-                else f"stopped: {self.evaluator_error or 'not running'}"
+                else f"failing: {self.evaluator_failure or self.evaluator_error}"
             ),
-            "acting": bool(self.lease is not None and self.lease.held),
+            "acting": self.acting(),
             "holder": self.holder,
+            "queued": self.writer.queued,
         }
-        return writer_ok and evaluator_ok, details
+        store = self._store_health()
+        if store is not None:
+            details["store"] = store
+        return writer == "running" and evaluator_ok and store is None, details
 
-    # -- store reads off the event loop -----------------------------------------
+    def _store_health(self) -> str | None:
+        """None when the store reads; else why not (a corrupt store must not look healthy)."""
+        try:
+            self.reader().execute("SELECT MAX(seq) FROM rule_journal").fetchone()
+        except sqlite3.Error as exc:
+            return f"cannot read the store: {exc}"
+        return None
+
+    # -- store reads ----------------------------------------------------------------
     def reader(self) -> sqlite3.Connection:
-        """This pool thread's read-only connection (opened once)."""
+        """This thread's read-only connection (opened once per thread)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, isolation_level=None)
@@ -133,28 +301,23 @@ class ServeRuntime:
                 self._readers.append(conn)
         return conn
 
-    def loop_reader(self) -> sqlite3.Connection:
-        """The event loop's read-only connection: busy_timeout 0, so it never waits.
-
-        A WAL reader is not blocked by the writer, so the gate's two indexed
-        reads normally take tens of microseconds inline; if the store is ever
-        locked, the caller retries on the pool (which may wait briefly).
-        """
-        if self._loop_conn is None:
-            conn = sqlite3.connect(
-                f"file:{self.store}?mode=ro",
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute("PRAGMA busy_timeout = 0")
-            self._loop_conn = conn
-            with self._readers_lock:
-                self._readers.append(conn)
-        return self._loop_conn
-
     # -- threads -------------------------------------------------------------
     def _evaluate(self) -> None:
+        """Act while holding the lease; back off and rebuild on a store error."""
+        pause = EVAL_BACKOFF_S[0]
+        while not self._stop.is_set():
+            try:
+                self._evaluate_once()
+                return
+            except sqlite3.OperationalError as exc:
+                self.evaluator_failure = f"{exc}"
+                self._stop.wait(pause)
+                pause = min(pause * 2, EVAL_BACKOFF_S[1])
+            except BaseException as exc:  # surfaced by /healthz and ends serve
+                self.evaluator_error = exc
+                return
+
+    def _evaluate_once(self) -> None:
         from engine.rules.lifecycle_run import open_live
 
         conn = connect(self.store, check_same_thread=True)
@@ -164,13 +327,24 @@ class ServeRuntime:
 
             def build() -> Any:
                 evaluator, _policy = open_live(conn, self.rules, self.config, lease=lease)
+                self.evaluator_failure = None
                 return evaluator
 
-            serve(lease, build, self._stop)
-        except BaseException as exc:  # surfaced by /healthz
-            self.evaluator_error = exc
+            serve(lease, build, self._stop, on_step=self._stepped, idle_wait=self._idle)
         finally:
-            conn.close()
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    def _stepped(self, result: object) -> None:
+        cursor = getattr(result, "cursor", None)
+        if isinstance(cursor, int):
+            self.watermark.advance(cursor)
+
+    def _idle(self) -> float:
+        """Wait for the next commit (or the poll interval) here; ``serve`` then waits 0 s."""
+        self._wake.wait(0.5)
+        self._wake.clear()
+        return 0.0
 
     def _flush_loop(self) -> None:
         while not self._stop.wait(1.0):
@@ -183,10 +357,9 @@ class ServeRuntime:
         try:
             conn = connect(self.store)
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                for name, delta in deltas.items():
-                    add_counter(conn, name, delta)
-                conn.execute("COMMIT")
+                with immediate(conn):
+                    for name, delta in deltas.items():
+                        add_counter(conn, name, delta)
             finally:
                 conn.close()
         except Exception:  # counted again next time: put the deltas back

@@ -3,13 +3,17 @@
 A listener on anything but loopback refuses to start unless ``[serve]
 token_file`` names a regular file readable only by its owner (mode ``0600``
 or stricter, owned by this user): a token another local user can read is no
-secret. SIGTERM and SIGINT stop the listener, drain the admission queue and
-release the lease, within 5 seconds.
+secret. SIGTERM and SIGINT stop the listener, commit everything queued (at most
+``[serve] drain_timeout`` for rows not yet acknowledged: acknowledged rows are
+already committed) and release the lease. A fault serve cannot recover from
+(a corrupt store, an evaluator that cannot be built) ends it with exit 1, so a
+supervisor restarts it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import signal
@@ -17,6 +21,7 @@ import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -108,13 +113,7 @@ async def _serve(
     sys.setswitchinterval(0.0005)
     runtime = ServeRuntime(store, config, rules, ServeMetrics())
     runtime.start()
-    app = build_app(
-        runtime,
-        token=token,
-        max_body=config.serve.max_body,
-        loop_guard=config.serve.loop_guard,
-        collision_window_ms=config.serve.collision_window_ms,
-    )
+    app = build_app(runtime, token=token, max_body=config.serve.max_body)
     runner = web.AppRunner(
         app,
         access_log=None,
@@ -148,15 +147,31 @@ async def _serve(
         + ")\n"
     )
     sys.stderr.flush()
-    await stop.wait()
-    sys.stderr.write("harness serve: stopping (draining the queue, releasing the lease)\n")
+    fatal = await _until_stopped(stop, runtime)
+    sys.stderr.write("harness serve: stopping (committing what is queued, releasing the lease)\n")
     await runner.cleanup()
-    await loop.run_in_executor(None, runtime.close)
+    drain_s = config.serve.drain_timeout_ms / 1000
+    await loop.run_in_executor(None, partial(runtime.close, drain_s))
     stats = runtime.writer.stats()
     sys.stderr.write(
-        f"harness serve: stopped; {stats.admitted} row(s) admitted, {stats.dropped} dropped\n"
+        f"harness serve: stopped; {stats.admitted} row(s) stored, "
+        f"{stats.withdrawn} not stored (their requests were answered 503)\n"
     )
+    if fatal is not None:
+        sys.stderr.write(f"harness serve: exiting for a restart: {fatal}\n")
+        return 1
     return 0
+
+
+async def _until_stopped(stop: asyncio.Event, runtime: Any) -> str | None:
+    """Wait for SIGTERM/SIGINT, or for a fault serve cannot recover from (returned)."""
+    while not stop.is_set():
+        fatal = runtime.fatal
+        if fatal is not None:
+            return str(fatal)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.5)
+    return None
 
 
 def run(store: Path, config: HarnessConfig, rules: Sequence[Any], listen: Listen) -> int:

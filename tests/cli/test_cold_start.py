@@ -57,6 +57,7 @@ HOOK_ENGINE = {
     "engine.durations",
     "engine.errors",
     "engine.journal",
+    "engine.journal.errors",
     "engine.journal.rows",
     "engine.journal.schema",
     "engine.plaintoml",
@@ -69,11 +70,16 @@ HOOK_ENGINE = {
     "engine.rules.schema",
     "engine.rules.stops",
     "engine.serve",
+    "engine.serve.agents",
+    "engine.serve.calls",
     "engine.serve.canon",
     "engine.serve.derive",
-    "engine.serve.gate",
+    "engine.serve.direct",
     "engine.serve.handler",
-    "engine.serve.hooks",
+    "engine.serve.ports",
+    "engine.serve.recall",
+    "engine.serve.tools",
+    "engine.serve.verdict",
     "engine.store",
     "engine.store.db",
     "engine.store.migrations",
@@ -123,10 +129,19 @@ def loaded_after(code: str, env: dict[str, str] | None = None) -> tuple[int, set
 
 
 def hook_modules(tmp_path: Path, event: str) -> tuple[int, set[str]]:
+    """The modules a hook call loads, in a run that has already started (its SessionStart ran)."""
     config = tmp_path / "harness.toml"
     config.write_text('[serve]\nloop_guard = 8\ncollision_window = "10m"\n')
     env = {"PATH": "/usr/bin:/bin", "HARNESS_CONFIG": str(config), "PYTHONPATH": str(ROOT)}
     argv = ["hook", "claude-code", "--harness", "h01", "--store", str(tmp_path / "j.db")]
+    started = subprocess.run(
+        [sys.executable, "-m", "engine.cli.harness", *argv],
+        input=(FIXTURES / "SessionStart.json").read_bytes(),
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert started.returncode == 0, started.stderr
     code = (
         "import io\n"
         f"sys.stdin = io.TextIOWrapper(io.BytesIO({(FIXTURES / f'{event}.json').read_bytes()!r}))\n"
@@ -218,13 +233,15 @@ def _quiet(parser: argparse.ArgumentParser) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(WORDS, max_size=7))
-def test_the_hook_fast_path_reads_plain_arguments_as_argparse_does(words: list[str]) -> None:
-    argv = ["hook", "claude-code", *words[1:]] if words[:1] != ["--"] else ["hook", *words]
+@given(st.sampled_from(cmd_hook.AGENT_NAMES), st.lists(WORDS, max_size=7))
+def test_the_hook_fast_path_reads_plain_arguments_as_argparse_does(
+    agent: str, words: list[str]
+) -> None:
+    argv = ["hook", agent, *words[1:]] if words[:1] != ["--"] else ["hook", *words]
     quick = cmd_hook.plain_args(argv[1:])
     if quick is None:
         return
-    assert quick.handler is cmd_hook.cmd_claude_code
+    assert quick.handler is cmd_hook.cmd_hook
     full = Program("harness", harness.DESCRIPTION, (cmd_hook.register,))
     read = argparse_reads(full, argv)
     assert read == {k: v for k, v in vars(quick).items() if k != "handler"}
@@ -248,16 +265,18 @@ def test_the_fast_paths_take_the_usual_forms_and_leave_the_rest_to_argparse() ->
         "harness": None,
         "project": None,
         "store": None,
-        "handler": cmd_hook.cmd_claude_code,
+        "agent": "claude-code",
+        "handler": cmd_hook.cmd_hook,
     }
     assert hook(["claude-code", "--harness", "h1", "--store", "j.db"]) is not None
+    assert getattr(hook(["gemini", "--harness", "g1"]), "agent", None) == "gemini"
     for argv in (
         ["claude-code", "--harness=h1"],
         ["claude-code", "--har", "h1"],
         ["claude-code", "--harness", "h1", "--harness", "h2"],
         ["claude-code", "--harness", "-h"],
         ["claude-code", "--help"],
-        ["codex"],
+        ["aider"],
         [],
     ):
         assert hook(argv) is None, argv

@@ -66,13 +66,13 @@ def _loads_outcome(fn: object, text: str) -> tuple[str, object]:
     | st.text(alphabet=' \t\n\r{}[]":,0123456789.eE+-truefalsnNaIiy\ufeff\\', max_size=30)
 )
 def test_the_mappers_json_reader_is_json_loads(text: str) -> None:
-    from engine.serve.otlp import _json_loads
+    from engine.serve.receiver import _json_loads
 
     assert _loads_outcome(_json_loads, text) == _loads_outcome(json.loads, text)
 
 
 def test_the_mappers_json_reader_on_edge_documents() -> None:
-    from engine.serve.otlp import _json_loads
+    from engine.serve.receiver import _json_loads
 
     for text in (
         "",

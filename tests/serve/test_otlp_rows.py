@@ -1,11 +1,11 @@
-"""Every row the OTLP mapper emits is a valid journal row, whatever the records carry.
+"""Every row the OTLP receiver emits is a valid journal row, whatever the records carry.
 
-The mapper builds its tool_call rows from values that already have their
+The call book builds its tool_call rows from values that already have their
 journal shape (``ident``, ``digest``, ``journal_path``, enum literals) and does
-not run ``check_values`` on them, and the queue admits them without a second
-check (``JournalWriter.offer_checked``). This property is what makes that safe:
-adversarial attribute values of every OTLP kind never yield a row that
-``check_values`` would refuse.
+not run ``check_values`` on them, and the writer admits a ticket's rows
+without a second check. This property is what makes that safe: adversarial
+attribute values of every OTLP kind never yield a row that ``check_values``
+would refuse.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from engine.journal.rows import check_values
-from engine.serve.derive import Deriver
-from engine.serve.otlp import TOOL_RESULTS, map_request
+from engine.serve.receiver import TOOL_RESULTS
+from tests.serve._rig import Rig
 
 # Protobuf strings are UTF-8: no lone surrogates. Control characters, newlines,
 # spaces and non-ASCII text are all allowed and must never reach a row as such.
@@ -48,8 +48,13 @@ RECORD = st.fixed_dictionaries(
     {},
     optional={
         "tool_name": st.one_of(
-            st.sampled_from(["Bash", "Edit", "Write", "MultiEdit", "apply_patch"]), VALUE
+            st.sampled_from(["Bash", "Edit", "Write", "MultiEdit", "apply_patch", "write_file"]),
+            VALUE,
         ),
+        "function_name": st.one_of(st.sampled_from(["run_shell_command", "replace"]), VALUE),
+        "function_args": TOOL_INPUT,
+        "call_id": st.one_of(IDENTISH, VALUE),
+        "error_type": st.one_of(st.sampled_from(["policy_violation", "tool_error"]), VALUE),
         "success": st.one_of(st.sampled_from(["true", "false", "TRUE"]), VALUE),
         "session.id": st.one_of(IDENTISH, VALUE),
         "conversation.id": st.one_of(IDENTISH, VALUE),
@@ -65,7 +70,7 @@ RESOURCE = st.fixed_dictionaries(
     {"harness.id": st.one_of(st.sampled_from(["h01", "h02"]), IDENTISH, VALUE)},
     optional={
         "harness.project": st.one_of(IDENTISH, VALUE),
-        "service.name": st.sampled_from(["claude-code", "codex-cli"]),
+        "service.name": st.sampled_from(["claude-code", "codex_exec", "gemini-cli"]),
         "session.id": st.one_of(IDENTISH, VALUE),
     },
 )
@@ -126,12 +131,15 @@ def request_of(
 def test_every_mapped_row_passes_the_journal_check(
     resources: list[tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]], loop_guard: int
 ) -> None:
-    deriver = Deriver(loop_guard=loop_guard, collision_window_ms=600_000)
+    rig = Rig(loop_guard=loop_guard)
     request = request_of(resources)
     for now in (1_000, 2_000):  # twice: repeated calls trip the loop guard, edits collide
-        result = map_request(request, deriver, now, set())
-        for row in result.rows:
+        rig.now = now
+        before = len(rig.journal.rows)
+        result = rig.receiver.receive(request)
+        for row in rig.journal.rows[before:]:
             check_values(row)
+        assert result.rows == len(rig.journal.rows) - before
         total = sum(len(records) for _resource, records in resources)
         assert sum(result.records.values()) == total
         assert result.rejected == sum(n for (_n, v), n in result.records.items() if v == "rejected")

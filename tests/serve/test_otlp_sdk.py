@@ -110,7 +110,7 @@ def test_gzip_protobuf_export_codex(serve: Serve) -> None:
     row = rows[0]
     assert (row["run"], row["tool"], row["outcome"], row["path"]) == (
         "conv-7",
-        "apply_patch",
+        "Edit",  # Codex's apply_patch, by the journal's one tool vocabulary
         "ok",
         "src/x.py",
     )

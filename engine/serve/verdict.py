@@ -1,15 +1,17 @@
-"""The gate: answer a hook from the store's holds and stops, in the JSON each event expects.
+"""What the store says a hook should be told: holds and stops, read and decided.
 
 Authority stays where it was: only rules in ``[memory.rules] enforce`` create
-holds or stops; the gate only reports them. A hold refuses new work of a
-harness (PreToolUse is denied, UserPromptSubmit blocked) until released; a
-stop names a run and every later hook call of that run is told to stop
-(``continue: false``), while a new session is a new run and starts free.
+holds or stops; this module only reads them. A hold refuses new work of a
+harness (a tool about to run is denied, a prompt blocked) until released; a
+stop names a run, and every later hook call of that run is told to stop,
+while a new session is a new run and starts free.
 
-The gate never guesses: when the store cannot be read it raises
-:class:`GateUnavailable`, which serve turns into HTTP 503 with the reason and
-the command hook into a non-zero exit (Claude Code proceeds in both cases,
-by its own design) and which is counted for metrics and doctor.
+The verdict is agent-neutral (:class:`Verdict`); :mod:`engine.serve.agents`
+renders it in each agent's own JSON. The gate never guesses: when the store
+cannot be read :func:`read_state` raises :class:`GateUnavailable`, which serve
+turns into HTTP 503 with the reason and the command hook into a non-zero,
+non-blocking exit (the agent proceeds in both cases, by its own design), and
+which is counted for metrics and doctor.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from engine.record import Record
 from engine.rules.holds import Hold, active_holds
 from engine.rules.stops import RunStop, stop_for_run
 
-#: Decisions, as metrics labels.
+#: Decisions, as metrics labels: free; deny (a tool), block (a prompt); stop (a run).
 FREE, DENY, BLOCK, STOP = "free", "deny", "block", "stop"
 _HOLD_PREFIX = re.compile(r"^rule_hold: rule `[^`]*` fired at seq \d+(: )?")
 
@@ -49,6 +51,20 @@ class GateState(Record):
         self.stop: Final = stop
 
 
+class Verdict(Record):
+    """The gate's decision for one hook call and the reason to show the agent."""
+
+    __slots__ = ("decision", "reason")
+    __match_args__ = ("decision", "reason")
+
+    def __init__(self, decision: str, reason: str = "") -> None:
+        self.decision: Final = decision
+        self.reason: Final = reason
+
+
+FREE_VERDICT: Final = Verdict(FREE)
+
+
 def read_state(
     conn: sqlite3.Connection, harness: str, run: str | None, *, holds: bool
 ) -> GateState:
@@ -65,6 +81,15 @@ def read_state(
     return GateState(found, stop)
 
 
+def decide(state: GateState, *, gated: bool) -> Verdict:
+    """Stop a stopped run; deny gated work of a held harness; else free."""
+    if state.stop is not None:
+        return Verdict(STOP, stop_text(state.stop))
+    if gated and state.holds:
+        return Verdict(DENY, "; ".join(hold_text(h) for h in state.holds))
+    return FREE_VERDICT
+
+
 def hold_text(hold: Hold) -> str:
     message = _HOLD_PREFIX.sub("", hold.reason)
     return (
@@ -79,21 +104,3 @@ def stop_text(stop: RunStop) -> str:
         return f"stopped by the loop guard: {stop.reason} (run {stop.run})"
     fire = f", fire {stop.fire_id}" if stop.fire_id is not None else ""
     return f"stopped by rule {stop.rule} (run {stop.run}{fire}): {stop.reason}"
-
-
-def answer(event: str, state: GateState) -> tuple[str, dict[str, object]]:
-    """(decision, JSON answer) for hook ``event`` given the store ``state``."""
-    if state.stop is not None:
-        return STOP, {"continue": False, "stopReason": stop_text(state.stop)}
-    if state.holds and event in ("PreToolUse", "UserPromptSubmit"):
-        text = "; ".join(hold_text(h) for h in state.holds)
-        if event == "PreToolUse":
-            return DENY, {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "deny",
-                    "permissionDecisionReason": text,
-                }
-            }
-        return BLOCK, {"decision": "block", "reason": text}
-    return FREE, {}

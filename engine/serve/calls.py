@@ -1,0 +1,351 @@
+"""One row per real call: serve's memory of runs and calls, shared by hooks and OTLP.
+
+Both sources report the same tool call when an operator turns both on (hooks
+for the gate, OpenTelemetry for what hooks cannot see), and the journal must
+still hold one ``tool_call`` row per call, or every count rule and the loop
+guard would see each call twice. So every source hands its reports to one
+:class:`CallBook`, which decides, under one lock, in arrival order:
+
+- **Runs.** The first event of an unseen session id writes its
+  ``run_started`` row (Claude Code sends no ``SessionStart`` to http hooks,
+  and OTLP has no session event at all); a session end writes
+  ``run_finished``.
+- **Calls.** A report matches an earlier report of the other source for the
+  same run when both carry the same call id (``tool_use_id`` / ``call_id``),
+  else when tool and arguments digest agree, else (one side has no id and the
+  arguments are exported differently) the oldest unmatched report of the same
+  tool: calls of one run are sequential, so the k-th report of a tool from one
+  source is the k-th from the other. A match is a duplicate: no row, counted.
+- **Derived rows** for a new call: ``file_edited``/``collision`` and the loop
+  guard (:mod:`.derive`).
+
+The book also remembers each run's ``cwd`` (hooks send it, OTLP does not), so
+a relative path from either source is journaled absolute.
+
+A fresh process (serve after a restart, or the command hook, one process per
+call) does not start blind: a :class:`Recall` reads back from the store what
+memory lacks (whether a run started, a run's streak, a path's recent editors).
+When rows the book decided on are not stored after all (the store refused
+them), :meth:`CallBook.forget` drops that run's memory so the store is asked
+again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from typing import Final, Protocol, TypeVar
+
+from engine.journal.rows import InsertRow
+from engine.record import Record
+from engine.serve.derive import Deriver, LoopTrip, make_row
+
+#: How long a report waits to be matched by the other source (OTLP exports in batches).
+MATCH_WINDOW_MS = 5 * 60_000
+#: Reports kept per run for matching, and runs kept in memory.
+MAX_REPORTS = 512
+MAX_RUNS = 10_000
+HOOK, OTLP = "hook", "otlp"
+T = TypeVar("T")
+
+
+class ToolReport(Record):
+    """One source's report of one finished tool call, already reduced to journal values."""
+
+    __slots__ = (
+        "args_digest",
+        "call_id",
+        "cause_digest",
+        "harness",
+        "n",
+        "outcome",
+        "paths",
+        "project",
+        "run",
+        "source",
+        "tool",
+    )
+    __match_args__ = (
+        "source",
+        "harness",
+        "project",
+        "run",
+        "tool",
+        "outcome",
+        "args_digest",
+        "cause_digest",
+        "paths",
+        "call_id",
+        "n",
+    )
+
+    def __init__(
+        self,
+        source: str,
+        harness: str,
+        project: str | None,
+        run: str | None,
+        tool: str,
+        outcome: str | None,
+        args_digest: str | None,
+        cause_digest: str | None,
+        paths: tuple[str, ...],
+        call_id: str | None,
+        n: int | None = None,
+    ) -> None:
+        self.source: Final = source
+        self.harness: Final = harness
+        self.project: Final = project
+        self.run: Final = run
+        self.tool: Final = tool
+        self.outcome: Final = outcome
+        self.args_digest: Final = args_digest
+        self.cause_digest: Final = cause_digest
+        self.paths: Final = paths
+        self.call_id: Final = call_id
+        #: A count the source reports with the call (a shell command's exit code).
+        self.n: Final = n
+
+
+class Decided(Record):
+    """What the book made of one report or event: rows to store, a loop trip, a duplicate."""
+
+    __slots__ = ("duplicate", "rows", "trip")
+    __match_args__ = ("rows", "trip", "duplicate")
+
+    def __init__(
+        self, rows: tuple[InsertRow, ...], trip: LoopTrip | None = None, duplicate: bool = False
+    ) -> None:
+        self.rows: Final = rows
+        self.trip: Final = trip
+        self.duplicate: Final = duplicate
+
+
+class Recall(Protocol):
+    """Reads back from the store what a fresh process's memory lacks."""
+
+    def run_started(self, harness: str, run: str) -> bool: ...
+
+    def streak(self, harness: str, run: str | None) -> tuple[str, str, int] | None: ...
+
+    def editors(self, path: str, since_ms: int) -> dict[str, int]: ...
+
+
+class _Seen:
+    """One report kept for matching (mutable: ``matched`` flips once)."""
+
+    __slots__ = ("at", "call_id", "matched", "source")
+
+    def __init__(self, report: ToolReport, at: int) -> None:
+        self.source = report.source
+        self.call_id = report.call_id
+        self.at = at
+        self.matched = False
+
+
+class _RunReports:
+    """One run's recent reports, indexed the three ways a report can match another.
+
+    Entries are never removed from an index when matched (``matched`` is set
+    instead) and are skipped when met; expiry and the size bound pop them.
+    """
+
+    __slots__ = ("by_args", "by_id", "by_tool", "order")
+
+    def __init__(self) -> None:
+        self.order: deque[_Seen] = deque()
+        self.by_id: dict[str, _Seen] = {}
+        self.by_args: dict[tuple[str, str, str], deque[_Seen]] = {}
+        self.by_tool: dict[tuple[str, str], deque[_Seen]] = {}
+
+    def expire(self, since: int) -> None:
+        order = self.order
+        while order and (order[0].at < since or len(order) > MAX_REPORTS):
+            old = order.popleft()
+            old.matched = True  # dead: skipped wherever it is still indexed
+            if old.call_id is not None and self.by_id.get(old.call_id) is old:
+                del self.by_id[old.call_id]
+
+    def match(self, report: ToolReport) -> _Seen | None:
+        """The earlier, unmatched report of another source that is this same call."""
+        cid = report.call_id
+        if cid is not None:
+            seen = self.by_id.get(cid)
+            if seen is not None and not seen.matched and seen.source != report.source:
+                return seen
+        other = OTLP if report.source == HOOK else HOOK
+        if report.args_digest is not None:
+            found = _first(self.by_args.get((other, report.tool, report.args_digest)), cid)
+            if found is not None:
+                return found
+        return _first(self.by_tool.get((other, report.tool)), cid)
+
+    def add(self, report: ToolReport, at: int) -> None:
+        seen = _Seen(report, at)
+        self.order.append(seen)
+        if report.call_id is not None:
+            self.by_id[report.call_id] = seen
+        if report.args_digest is not None:
+            key = (report.source, report.tool, report.args_digest)
+            self.by_args.setdefault(key, deque()).append(seen)
+        self.by_tool.setdefault((report.source, report.tool), deque()).append(seen)
+
+
+def _first(queue: deque[_Seen] | None, call_id: str | None) -> _Seen | None:
+    """The oldest live entry of ``queue`` that may be ``call_id``'s call (dead heads are dropped).
+
+    Two reports that both carry a call id are the same call only by that id,
+    which :meth:`_RunReports.match` tried first.
+    """
+    if not queue:
+        return None
+    while queue and queue[0].matched:
+        queue.popleft()
+    for seen in queue:
+        if not seen.matched and (seen.call_id is None or call_id is None):
+            return seen
+    return None
+
+
+class CallBook:
+    """Turns reports and run events into rows: one per real call, runs started once."""
+
+    def __init__(self, deriver: Deriver, recall: Recall | None = None) -> None:
+        self.deriver = deriver
+        self.recall = recall
+        self.lock = threading.Lock()
+        self._runs: OrderedDict[tuple[str, str], str | None] = OrderedDict()  # -> cwd
+        self._reports: OrderedDict[tuple[str, str | None], _RunReports] = OrderedDict()
+
+    # -- under the caller's hold of ``lock`` ---------------------------------
+
+    def run_event(
+        self,
+        harness: str,
+        project: str | None,
+        run: str | None,
+        *,
+        cwd: object = None,
+        start: bool = False,
+        end: bool = False,
+    ) -> list[InsertRow]:
+        """``run_started`` when ``run`` is new here (or ``start``), ``run_finished`` on ``end``."""
+        if run is None:
+            return []
+        rows: list[InsertRow] = []
+        key = (harness, run)
+        known = key in self._runs
+        if not known and (
+            start or self.recall is None or not self.recall.run_started(harness, run)
+        ):
+            rows.append(
+                make_row("run_started", "observer", harness=harness, project=project, run=run)
+            )
+        if not known or (isinstance(cwd, str) and cwd):
+            self._runs[key] = cwd if isinstance(cwd, str) and cwd else self._runs.get(key)
+            _bound(self._runs, MAX_RUNS)
+        if end:
+            rows.append(
+                make_row(
+                    "run_finished",
+                    "observer",
+                    harness=harness,
+                    project=project,
+                    run=run,
+                    outcome="ok",
+                )
+            )
+        return rows
+
+    def cwd(self, harness: str, run: str | None) -> str | None:
+        """The run's working directory, as its hooks last reported it."""
+        return None if run is None else self._runs.get((harness, run))
+
+    def call(self, report: ToolReport, now_ms: int) -> Decided:
+        """The rows for one reported call: none when it is the other source's duplicate."""
+        if self._duplicate(report, now_ms):
+            return Decided((), duplicate=True)
+        d = self.deriver
+        # The tool_call row in INSERT_COLUMNS order, as make_row would build it but
+        # without its check: every value of a report already has its journal shape
+        # (identifiers passed ident(), digests come from digest(), paths from
+        # journal_path(), the outcome is an enum literal). tests/serve/test_otlp_rows.py
+        # checks every row the receiver emits against check_values.
+        row = (
+            0,
+            "run_event",
+            "tool_call",
+            "observer",
+            report.harness,
+            report.project,
+            report.run,
+            report.tool,
+            report.outcome,
+            report.paths[0] if report.paths else None,
+            report.cause_digest,
+            report.args_digest,
+            None,
+            None,
+            report.n,
+        )
+        rows: list[InsertRow] = [row]
+        if report.paths and report.outcome != "error":
+            if self.recall is not None:
+                for path in report.paths:
+                    if path not in d.editors:
+                        editors = self.recall.editors(path, now_ms - d.collision_window_ms)
+                        if editors:
+                            d.seed_editors(path, editors)
+            rows.extend(
+                d.edits(
+                    harness=report.harness,
+                    project=report.project,
+                    run=report.run,
+                    paths=report.paths,
+                    now_ms=now_ms,
+                )
+            )
+        key = (report.harness, report.run)
+        if self.recall is not None and d.loop_guard > 0 and key not in d.streaks:
+            streak = self.recall.streak(report.harness, report.run)
+            if streak is not None:
+                d.seed_streak(report.harness, report.run, *streak)
+        loop_rows, trip = d.loop(
+            harness=report.harness,
+            project=report.project,
+            run=report.run,
+            tool=report.tool,
+            args_digest=report.args_digest,
+        )
+        rows.extend(loop_rows)
+        return Decided(tuple(rows), trip)
+
+    def forget(self, harness: str, run: str | None) -> None:
+        """Drop what is remembered of a run whose rows were not stored after all."""
+        if run is not None:
+            self._runs.pop((harness, run), None)
+        self._reports.pop((harness, run), None)
+        self.deriver.streaks.pop((harness, run), None)
+
+    # -- matching -----------------------------------------------------------------
+
+    def _duplicate(self, report: ToolReport, now_ms: int) -> bool:
+        key = (report.harness, report.run)
+        reports = self._reports.get(key)
+        if reports is None:
+            reports = self._reports[key] = _RunReports()
+            _bound(self._reports, MAX_RUNS)
+        reports.expire(now_ms - MATCH_WINDOW_MS)
+        other = reports.match(report)
+        if other is not None:
+            other.matched = True
+            return True
+        reports.add(report, now_ms)
+        return False
+
+
+def _bound(
+    table: OrderedDict[tuple[str, str | None], T] | OrderedDict[tuple[str, str], T], size: int
+) -> None:
+    while len(table) > size:
+        table.popitem(last=False)
