@@ -3,9 +3,12 @@
 The command hook: the same :class:`~engine.serve.handler.HookHandler` as
 serve's ``POST /hooks/<agent>``, for an agent on the same machine (Codex and
 Gemini CLI have command hooks only). The payload on stdin, the answer on
-stdout, exit 0. This module only moves bytes: it reads stdin, plugs the
-handler into the store directly (one transaction per call, the store's
-evaluator cursor for read-your-writes) and writes the answer.
+stdout, exit 0. This module only moves bytes: when serve listens at
+``[serve] listen`` on the same store it forwards the payload there (so hooks
+and OpenTelemetry meet in one process, see :mod:`engine.serve.forward`);
+otherwise it plugs the handler into the store directly (one transaction per
+call, the store's evaluator cursor for read-your-writes). Either way it
+writes the answer.
 
 It runs once per tool call, so it imports only what that needs (no aiohttp,
 no CEL, no Textual, and no argparse when its arguments are plain, see
@@ -86,13 +89,13 @@ def cmd_hook(args: argparse.Namespace) -> int:
     except (ValueError, RecursionError) as exc:
         return _fail(f"payload is not JSON ({type(exc).__name__}); nothing recorded")
     try:
-        return _answer(args, payload)
+        return _answer(args, raw, payload)
     except HarnessError as exc:
         # Exit 2 would make the agent block the call; a store or config problem must not.
         return _fail(f"{exc.title}: {exc.message}")
 
 
-def _answer(args: argparse.Namespace, payload: object) -> int:
+def _answer(args: argparse.Namespace, raw: bytes, payload: object) -> int:
     import json
     import sqlite3
 
@@ -102,17 +105,27 @@ def _answer(args: argparse.Namespace, payload: object) -> int:
     from engine.serve.direct import DirectJournal, StoreGate
     from engine.serve.handler import HookHandler
     from engine.serve.recall import StoreRecall
+    from engine.serve.verdict import release_command
     from engine.store.db import connect
 
     config = load_config()
     serve = config.serve
-    conn = connect(resolve_store(args.store, config))
+    store = resolve_store(args.store, config)
+    forwarded = _to_serve(args, raw, store, config)
+    if forwarded is not None:
+        return forwarded
+    conn = connect(store)
     try:
         book = CallBook(
             Deriver(loop_guard=serve.loop_guard, collision_window_ms=serve.collision_window_ms),
             StoreRecall(lambda: conn, serve.loop_guard),
         )
-        handler = HookHandler(book, DirectJournal(conn), StoreGate(conn, serve.gate_wait_ms))
+        handler = HookHandler(
+            book,
+            DirectJournal(conn),
+            StoreGate(conn, serve.gate_wait_ms),
+            release=release_command(None if store == config.resolved_store_path() else str(store)),
+        )
         reply = handler.handle(args.agent, payload, harness=args.harness, project=args.project)
     except sqlite3.Error as exc:
         return _fail(f"store error: {exc}")
@@ -122,4 +135,36 @@ def _answer(args: argparse.Namespace, payload: object) -> int:
         suffix = "; nothing recorded" if reply.status == 400 else ""
         return _fail(reply.text + suffix)
     sys.stdout.write(json.dumps(reply.answer) + "\n")
+    return 0
+
+
+def _to_serve(args: argparse.Namespace, raw: bytes, store: Any, config: Any) -> int | None:
+    """Hand the call to a running serve (exit code), or None to handle it here.
+
+    None when nothing listens at ``[serve] listen``, or serve refuses the call
+    as not its own (another store: 409; no token for it: 401): then this
+    process journals the call itself. Once serve has the call, its answer is
+    the answer, even a 503: handling the call here too could journal it twice.
+    """
+    from engine.serve.forward import answer_text, forward, read_token
+
+    serve = config.serve
+    try:
+        reply = forward(
+            serve.listen,
+            args.agent,
+            raw,
+            harness=args.harness,
+            project=args.project,
+            store=store,
+            token=read_token(serve.token_file),
+            timeout_s=10.0,
+        )
+    except OSError as exc:
+        return _fail(f"serve took the call but gave no answer: {exc}")
+    if reply is None or reply.status in (401, 409):
+        return None
+    if reply.status != 200:
+        return _fail(f"serve answered {reply.status}: {answer_text(reply.body)}")
+    sys.stdout.write(reply.body.decode("utf-8", "replace").strip() + "\n")
     return 0

@@ -31,14 +31,18 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
+from pathlib import Path
+from urllib.parse import unquote
 
 from aiohttp import web
 
 from engine.serve import otlp
 from engine.serve.agents import AGENTS
+from engine.serve.forward import STORE_HEADER
 from engine.serve.instrument import MeteredHooks, MeteredReceiver
 from engine.serve.metrics import ServeMetrics
 from engine.serve.runtime import ServeRuntime
@@ -62,6 +66,11 @@ RUNTIME: web.AppKey[ServeRuntime] = web.AppKey("runtime", ServeRuntime)
 
 def _text(status: int, message: str, **headers: str) -> web.Response:
     return web.Response(status=status, text=message + "\n", headers=headers or None)
+
+
+def same_store(given: str, store: Path) -> bool:
+    """Whether a forwarding hook's store is this serve's (both resolved, links followed)."""
+    return os.path.realpath(given) == os.path.realpath(store)
 
 
 def guard(token: str | None, metrics: ServeMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
@@ -157,6 +166,9 @@ class Routes:
         )
 
     async def post_hook(self, agent: str, request: web.Request) -> web.StreamResponse:
+        forwarded_for = request.headers.get(STORE_HEADER)
+        if forwarded_for is not None and not same_store(unquote(forwarded_for), self.runtime.store):
+            return _text(409, "this serve journals another store")
         body = await self._body(request)
         try:
             payload = json.loads(body)

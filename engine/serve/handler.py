@@ -46,7 +46,7 @@ from engine.serve.calls import HOOK, CallBook, ToolReport
 from engine.serve.canon import cause_digest, digest, ident, journal_path, project_of
 from engine.serve.ports import Gate, Journal
 from engine.serve.tools import canonical, named_paths
-from engine.serve.verdict import BLOCK, DENY, GateUnavailable, decide
+from engine.serve.verdict import BLOCK, DENY, RELEASE, GateUnavailable, decide
 
 
 class HookReply(Record):
@@ -116,12 +116,20 @@ class HookHandler:
     """Owns a hook call from payload to answer; one per process (its book holds the memory)."""
 
     def __init__(
-        self, book: CallBook, journal: Journal, gate: Gate, clock: Callable[[], int] = _wall_ms
+        self,
+        book: CallBook,
+        journal: Journal,
+        gate: Gate,
+        clock: Callable[[], int] = _wall_ms,
+        *,
+        release: str = RELEASE,
     ) -> None:
         self.book = book
         self.journal = journal
         self.gate = gate
         self.clock = clock
+        #: The release command a deny names (with ``--store`` when the store is not the default).
+        self.release = release
 
     def handle(
         self, agent: str, payload: object, *, harness: str | None, project: str | None
@@ -155,7 +163,7 @@ class HookHandler:
                 refused=len(refused),
                 failed="gate",
             )
-        verdict = decide(state, gated=gated)
+        verdict = decide(state, gated=gated, release=self.release)
         decision = (
             BLOCK if verdict.decision == DENY and event.moment == PROMPT else verdict.decision
         )

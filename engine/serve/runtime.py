@@ -44,7 +44,7 @@ from engine.serve.handler import HookHandler
 from engine.serve.metrics import ServeMetrics
 from engine.serve.recall import StoreRecall
 from engine.serve.receiver import OtlpReceiver
-from engine.serve.verdict import GateState, GateUnavailable, read_state
+from engine.serve.verdict import GateState, GateUnavailable, read_state, release_command
 from engine.store.db import connect
 from engine.store.txn import immediate
 
@@ -198,7 +198,10 @@ class ServeRuntime:
         gate = WatermarkGate(
             self.journal, self.watermark, self.reader, self.acting, serve_cfg.gate_wait_ms / 1000
         )
-        self.hooks = HookHandler(book, self.journal, gate)
+        default = store == config.resolved_store_path()
+        self.hooks = HookHandler(
+            book, self.journal, gate, release=release_command(None if default else str(store))
+        )
         self.receiver = OtlpReceiver(book, self.journal, _wall_ms)
 
     # -- lifecycle ------------------------------------------------------------

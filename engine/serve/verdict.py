@@ -81,21 +81,38 @@ def read_state(
     return GateState(found, stop)
 
 
-def decide(state: GateState, *, gated: bool) -> Verdict:
+#: How an operator releases a hold, when the store is the one ``harness holds`` finds itself.
+RELEASE = "harness holds release"
+
+
+def release_command(store: str | None) -> str:
+    """The release command to print: with ``--store`` when the store is not the default one."""
+    if store is None:
+        return RELEASE
+    safe = store if all(c.isalnum() or c in "/._-+@:~" for c in store) else _quote(store)
+    return f"harness holds release --store {safe}"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def decide(state: GateState, *, gated: bool, release: str = RELEASE) -> Verdict:
     """Stop a stopped run; deny gated work of a held harness; else free."""
     if state.stop is not None:
         return Verdict(STOP, stop_text(state.stop))
     if gated and state.holds:
-        return Verdict(DENY, "; ".join(hold_text(h) for h in state.holds))
+        return Verdict(DENY, "; ".join(hold_text(h, release) for h in state.holds))
     return FREE_VERDICT
 
 
-def hold_text(hold: Hold) -> str:
+def hold_text(hold: Hold, release: str = RELEASE) -> str:
+    """Why a call is denied and the command that releases the hold, as it must be typed."""
     message = _HOLD_PREFIX.sub("", hold.reason)
     return (
         f"held by rule {hold.rule} (hold {hold.id})"
         + (f": {message}" if message else "")
-        + f"; release: harness holds release {hold.id}"
+        + f"; release: {release} {hold.id}"
     )
 
 

@@ -75,6 +75,7 @@ HOOK_ENGINE = {
     "engine.serve.canon",
     "engine.serve.derive",
     "engine.serve.direct",
+    "engine.serve.forward",
     "engine.serve.handler",
     "engine.serve.ports",
     "engine.serve.recall",

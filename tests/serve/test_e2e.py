@@ -59,7 +59,7 @@ def test_hold_denies_until_released_and_spares_other_harnesses(serve: Serve) -> 
     hold_id = holds[0]["id"]
     reason = out["permissionDecisionReason"]
     assert reason.startswith(f"held by rule serve_test_hold (hold {hold_id}): e01 ran Forbidden")
-    assert reason.endswith(f"; release: harness holds release {hold_id}")
+    assert reason.endswith(f"; release: harness holds release --store {serve.store} {hold_id}")
     # UserPromptSubmit gets its own answer format.
     status, blocked = serve.hook(payload("UserPromptSubmit", "run-a"), "e01")
     assert status == 200 and blocked["decision"] == "block"  # type: ignore[index]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -113,11 +114,23 @@ def test_command_hook_journals_and_answers_from_holds(tmp_path: Path) -> None:
     pre = run_hook(env, store, fixture("PreToolUse"), "--harness", "c01")
     answer = json.loads(pre.stdout)["hookSpecificOutput"]
     assert answer["permissionDecision"] == "deny"
+    release = f"harness holds release --store {store} {hold.id}"
     assert answer["permissionDecisionReason"] == (
-        f"held by rule r1 (hold {hold.id}): c01 edited; release: harness holds release {hold.id}"
+        f"held by rule r1 (hold {hold.id}): c01 edited; release: {release}"
     )
     other = run_hook(env, store, fixture("PreToolUse"), "--harness", "c02")
     assert other.stdout == "{}\n"
+    # The release command works as printed (the store is not the default one, so it names it).
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli.harness", *shlex.split(release)[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert run_hook(env, store, fixture("PreToolUse"), "--harness", "c01").stdout == "{}\n"
 
 
 def test_command_hook_loop_guard_across_processes(tmp_path: Path) -> None:
