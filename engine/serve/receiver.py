@@ -320,7 +320,17 @@ def tool_report(
         paths = tuple(dict.fromkeys(p for p in joined if p))
     call_id = ident(a.get("call_id") or a.get("tool_use_id"))
     return ToolReport(
-        OTLP, harness, project, run, canonical(tool), outcome, args, cause, paths, call_id
+        OTLP,
+        harness,
+        project,
+        run,
+        canonical(tool),
+        outcome,
+        args,
+        cause,
+        paths,
+        call_id,
+        exit_code,
     )
 
 

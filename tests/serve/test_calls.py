@@ -1,0 +1,144 @@
+"""One row per real call: how the call book matches reports of the two sources, and what it keeps.
+
+And the verdicts, rendered in each agent's dialect: a stopped ``PreToolUse``
+is denied *and* ends the loop (``continue: false`` alone let Claude Code run
+the tool first).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.journal.writer import Committer
+from engine.rules.holds import Hold
+from engine.rules.stops import RunStop
+from engine.serve.calls import HOOK, MATCH_WINDOW_MS, OTLP, CallBook, ToolReport
+from engine.serve.derive import Deriver
+from engine.serve.recall import StoreRecall
+from engine.serve.verdict import GateState
+from engine.store.db import connect
+from tests.serve._rig import Rig
+from tests.serve.conftest import fixture
+
+
+def report(source: str, call_id: str | None, args: str | None = "sha256:" + "a" * 64, *,
+           tool: str = "Bash", outcome: str = "ok") -> ToolReport:  # fmt: skip
+    return ToolReport(source, "h1", None, "r1", tool, outcome, args, None, (), call_id)
+
+
+def rows(book: CallBook, *reports: ToolReport, now: int = 1) -> list[int]:
+    """How many rows each report produced (0: a duplicate)."""
+    return [len(book.call(r, now).rows) for r in reports]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        (report(HOOK, "call_1"), report(OTLP, "call_1", "sha256:" + "b" * 64), True),  # by id
+        (report(HOOK, "call_1"), report(OTLP, "call_2"), False),  # both have ids: ids decide
+        (report(HOOK, "toolu_1"), report(OTLP, None), True),  # same args, one id missing
+        (report(HOOK, "toolu_1"), report(OTLP, None, "sha256:" + "b" * 64), True),  # FIFO by tool
+        (report(HOOK, "toolu_1"), report(OTLP, None, tool="Edit"), False),  # another tool
+        (report(HOOK, "toolu_1"), report(HOOK, "toolu_2"), False),  # one source: two calls
+        (report(OTLP, None), report(OTLP, None), False),  # one source: identical calls are two
+    ],
+)
+def test_a_report_matches_only_the_same_call_from_the_other_source(
+    first: ToolReport, second: ToolReport, same: bool
+) -> None:
+    book = CallBook(Deriver(loop_guard=0))
+    assert rows(book, first, second) == [1, 0 if same else 1]
+
+
+def test_identical_calls_reported_by_both_sources_are_paired_one_to_one() -> None:
+    book = CallBook(Deriver(loop_guard=0))
+    hooks = [report(HOOK, f"toolu_{i}") for i in range(3)]
+    exports = [report(OTLP, None) for _ in range(3)]
+    assert rows(book, *hooks) == [1, 1, 1]
+    assert rows(book, *exports) == [0, 0, 0]
+    assert rows(book, report(OTLP, None)) == [1]  # a fourth export is a fourth call
+
+
+def test_a_report_waits_for_its_twin_only_within_the_window() -> None:
+    book = CallBook(Deriver(loop_guard=0))
+    assert rows(book, report(HOOK, "toolu_1"), now=1) == [1]
+    assert rows(book, report(OTLP, None), now=2 + MATCH_WINDOW_MS) == [1]
+
+
+def test_the_loop_guard_counts_real_calls_not_reports() -> None:
+    book = CallBook(Deriver(loop_guard=3))
+    trips = []
+    for i in range(3):
+        for source, cid in ((HOOK, f"toolu_{i}"), (OTLP, None)):
+            decided = book.call(report(source, cid), 1)
+            trips.append(decided.trip is not None)
+    assert trips == [False, False, False, False, True, False]  # the third real call trips
+
+
+def test_a_fresh_book_reads_runs_and_streaks_back_from_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "j.db"
+    first = Rig(loop_guard=3)
+    call = fixture("PostToolUseFailure")
+    for payload in (call, call):
+        first.hook(payload)
+    conn = connect(store)
+    Committer(conn).commit_checked(first.journal.rows)
+    # serve restarts: a new book, its memory read back from the store
+    again = Rig(loop_guard=3)
+    again.book = CallBook(Deriver(loop_guard=3), StoreRecall(lambda: conn, 3))
+    again.hooks.book = again.book
+    again.hook(call)
+    types = [r["type"] for r in again.journal.dicts()]
+    assert "run_started" not in types  # the run was journaled before the restart
+    assert types == ["tool_call", "loop_stopped"]  # the streak went on: 2 + 1 = 3
+    conn.close()
+
+
+def test_rows_not_stored_are_forgotten_so_the_next_call_starts_the_run_again() -> None:
+    rig = Rig()
+    rig.journal.fail = "disk full"
+    reply = rig.hook(fixture("PreToolUse"))
+    assert (reply.status, reply.failed) == (503, "store") and "disk full" in reply.text
+    rig.journal.fail = None
+    rig.hook(fixture("PreToolUse"))
+    assert [r["type"] for r in rig.journal.dicts()] == ["run_started"]
+
+
+HOLD = Hold(7, "h01", None, "r", "h", 1, 1, 1, "rule_hold: rule `r` fired at seq 1: h01 ran x")
+STOPPED = RunStop("h01", "s", "halt", 3, 9, "h01 ran y")
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_claude_format_answers(agent: str) -> None:
+    rig = Rig()
+    rig.gate.answer = GateState((HOLD,))
+    pre = rig.hook(fixture("PreToolUse"), agent=agent)
+    assert pre.decision == "deny"
+    out = pre.answer["hookSpecificOutput"]
+    assert (out["hookEventName"], out["permissionDecision"]) == ("PreToolUse", "deny")
+    assert out["permissionDecisionReason"].endswith("release: harness holds release 7")
+    prompt = rig.hook(fixture("UserPromptSubmit"), agent=agent)
+    assert prompt.decision == "block" and prompt.answer["decision"] == "block"
+    assert rig.hook(fixture("Notification"), agent=agent).answer == {}  # holds gate new work only
+    rig.gate.answer = GateState((HOLD,), STOPPED)
+    stop = rig.hook(fixture("PreToolUse"), agent=agent)
+    assert stop.decision == "stop"
+    assert stop.answer["continue"] is False and "stopped by rule halt" in stop.answer["stopReason"]
+    # the tool must not run: the stop also denies it
+    assert stop.answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    post = rig.hook(fixture("PostToolUse"), agent=agent).answer
+    assert post == {"continue": False, "stopReason": stop.answer["stopReason"]}
+
+
+def test_a_late_answer_is_said() -> None:
+    rig = Rig()
+    rig.gate.late = True
+    assert rig.hook(fixture("PreToolUse")).late is True
+
+
+def test_a_gated_call_asks_the_gate_for_its_harness_run_and_holds() -> None:
+    rig = Rig()
+    assert rig.hook(fixture("PreToolUse")).answer == {}
+    assert rig.gate.asked == [("h01", "3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f", True)]
