@@ -150,22 +150,11 @@ def _open_live() -> Any:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    from pathlib import Path
-
     from engine.config import load_config
-    from engine.errors import Diagnostic, InputError, Location
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.sources import load_rule_set, rule_sources
 
     config = load_config()
-    repos = config.policy_rule_dirs(existing=True)
-    extra = [Path(p).expanduser() for p in args.policy]
-    for given, path in zip(args.policy, extra, strict=True):
-        if not path.is_dir():
-            raise InputError(
-                f"--policy {given}: not a directory",
-                diagnostics=[Diagnostic("not a directory", Location(given), path="--policy")],
-            )
-    loaded = load_rules(default_sources(repos, extra), config.rules)
+    loaded = load_rule_set(rule_sources(config, args.policy), config)
     for diag in loaded.errors:
         sys.stderr.write(f"rule not loaded: {diag}\n")
     return config, list(loaded.rules)

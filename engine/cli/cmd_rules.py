@@ -178,22 +178,11 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     from dataclasses import replace
 
     from engine.config import load_config
-    from engine.errors import Diagnostic, InputError, Location
     from engine.rules.lint import policy_dir_problems
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.sources import load_rule_set, rule_sources
 
     config = load_config()
-    extra = []
-    for d in args.policy:
-        path = Path(d).expanduser()
-        if not path.is_dir():
-            raise InputError(
-                f"{d}: not a directory",
-                diagnostics=[Diagnostic("not a directory", Location(d), code="io")],
-            )
-        extra.append(path)
-    policy = config.policy_rule_dirs(existing=True)
-    result = load_rules(default_sources(policy, extra), config.rules)
+    result = load_rule_set(rule_sources(config, args.policy), config)
     missing = policy_dir_problems(config)
     if missing:
         result = replace(result, warnings=(*result.warnings, *missing))

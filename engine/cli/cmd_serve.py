@@ -25,12 +25,18 @@ def register(sub: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from engine.cli.cmd_evaluate import _load
-    from engine.config import resolve_store
+    import sys
+
+    from engine.config import load_config, resolve_store
+    from engine.rules.sources import load_rule_set, rule_sources
     from engine.serve.server import parse_listen, run
     from engine.store.db import connect
 
-    config, rules = _load(args)
+    config = load_config()
+    sources = rule_sources(config, args.policy)
+    loaded = load_rule_set(sources, config)
+    for diag in loaded.errors:
+        sys.stderr.write(f"rule not loaded: {diag}\n")
     listen = (
         parse_listen(args.listen)
         if args.listen
@@ -38,4 +44,4 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     store = resolve_store(args.store, config)
     connect(store).close()  # create and migrate here, so a bad path fails before listening
-    return run(store, config, rules, listen)
+    return run(store, config, sources, list(loaded.rules), listen)

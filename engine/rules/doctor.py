@@ -286,9 +286,9 @@ def rule_file_check(cfg: HarnessConfig) -> Check:
     broken policy edit would otherwise only show up as a rule that never fires.
     """
     from engine.rules.lint import policy_dir_problems
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.sources import load_rule_set, rule_sources
 
-    res = load_rules(default_sources(cfg.policy_rule_dirs(existing=True)), cfg.rules)
+    res = load_rule_set(rule_sources(cfg), cfg)
     missing = policy_dir_problems(cfg)
     items = tuple(str(d) for d in (*res.errors, *missing))
     status = ERROR if res.errors else WARN if missing else OK
@@ -301,8 +301,8 @@ def rule_file_check(cfg: HarnessConfig) -> Check:
 def loaded_rule_names(cfg: HarnessConfig) -> set[str] | None:
     """Names of the rules the evaluator would load (None if the loader is unavailable)."""
     try:
-        from engine.rules.loader import default_sources, load_rules
+        from engine.rules.sources import load_rule_set, rule_sources
     except ImportError:  # pragma: no cover - the loader is part of the package
         return None
-    res = load_rules(default_sources(cfg.policy_rule_dirs(existing=True)), cfg.rules)
+    res = load_rule_set(rule_sources(cfg), cfg)
     return {cr.rule.name for cr in res.rules}

@@ -18,8 +18,9 @@ from typing import Any
 from engine.capped import CappedReadError, read_capped
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, Location
-from engine.rules.loader import RULE_SUFFIXES, default_sources, load_rules
+from engine.rules.loader import RULE_SUFFIXES, load_rules
 from engine.rules.model import LoadResult, SourceKind
+from engine.rules.sources import rule_sources
 from engine.yamlsrc import MAX_BYTES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -111,7 +112,7 @@ def lint_sources(
             else:
                 out.append((path, "file"))
         return tuple(out), tuple(problems)
-    return tuple(default_sources(config.policy_rule_dirs(existing=True))), ()
+    return rule_sources(config).dirs, ()
 
 
 def run_lint(paths: Sequence[str], config: HarnessConfig) -> LintReport:

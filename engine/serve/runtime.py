@@ -25,13 +25,14 @@ import contextlib
 import os
 import socket
 import sqlite3
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import HarnessConfig
 from engine.journal.queue import JournalWriter, Ticket
@@ -48,6 +49,9 @@ from engine.serve.verdict import GateState, GateUnavailable, read_state, release
 from engine.store.db import connect
 from engine.store.txn import immediate
 
+if TYPE_CHECKING:
+    from engine.rules.sources import RuleSources
+
 READ_BUSY_MS = 2_000
 HOLDER_PREFIX = "serve@"
 #: How long a request waits for the commit of its rows before it is told 503.
@@ -60,6 +64,11 @@ EVAL_BACKOFF_S = (0.1, 2.0)
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"harness serve: {line}\n")
+    sys.stderr.flush()
 
 
 class Watermark:
@@ -166,10 +175,15 @@ class ServeRuntime:
         *,
         queue_capacity: int = 100_000,
         evaluate: bool = True,
+        sources: RuleSources | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.rules = list(rules)
+        #: Where the rules came from; watched when given (an edit reloads them).
+        self.sources = sources
+        self._evaluator: Any = None
+        self._reload = False
         self.metrics = metrics
         self.writer = JournalWriter(store, capacity=queue_capacity)
         self.evaluate = evaluate
@@ -209,6 +223,8 @@ class ServeRuntime:
         self.writer.start()
         if self.evaluate:
             self._spawn("serve-evaluator", self._evaluate)
+            if self.sources is not None:
+                self._spawn("serve-rules", self._watch_rules)
         self._spawn("serve-flush", self._flush_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
@@ -331,6 +347,7 @@ class ServeRuntime:
             def build() -> Any:
                 evaluator, _policy = open_live(conn, self.rules, self.config, lease=lease)
                 self.evaluator_failure = None
+                self._evaluator = evaluator
                 return evaluator
 
             serve(lease, build, self._stop, on_step=self._stepped, idle_wait=self._idle)
@@ -342,6 +359,36 @@ class ServeRuntime:
         cursor = getattr(result, "cursor", None)
         if isinstance(cursor, int):
             self.watermark.advance(cursor)
+        if self._reload and self._evaluator is not None:
+            self._reload = False
+            self._evaluator.hooks.needs_rebuild = True  # serve() rebuilds with self.rules
+
+    def _watch_rules(self) -> None:
+        """Reload the rule files on change; a broken edit keeps the last good set."""
+        from watchfiles import watch
+
+        assert self.sources is not None
+        paths = [p for p in self.sources.watch if p.is_dir()]
+        if not paths:
+            return
+        for _changes in watch(*paths, stop_event=self._stop, debounce=200, step=100):
+            self.reload_rules()
+
+    def reload_rules(self) -> bool:
+        """Load the rule sources again; adopt them only when every file loaded. Say which."""
+        from engine.rules.sources import load_rule_set
+
+        assert self.sources is not None
+        loaded = load_rule_set(self.sources, self.config)
+        if loaded.errors:
+            for diag in loaded.errors:
+                _say(f"rule edit not applied, keeping the last good rules: {diag}")
+            return False
+        self.rules = list(loaded.rules)
+        self._reload = True
+        self._wake.set()
+        _say(f"rules reloaded: {len(self.rules)} rule(s)")
+        return True
 
     def _idle(self) -> float:
         """Wait for the next commit (or the poll interval) here; ``serve`` then waits 0 s."""

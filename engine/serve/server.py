@@ -23,7 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.rules.sources import RuleSources
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, InputError, Location
@@ -100,7 +103,12 @@ def check_listener(listen: Listen, config: HarnessConfig) -> str | None:
 
 
 async def _serve(
-    store: Path, config: HarnessConfig, rules: Sequence[Any], listen: Listen, token: str | None
+    store: Path,
+    config: HarnessConfig,
+    sources: RuleSources,
+    rules: Sequence[Any],
+    listen: Listen,
+    token: str | None,
 ) -> int:
     from aiohttp import web
 
@@ -111,7 +119,7 @@ async def _serve(
     # The event loop shares the GIL with the committer and evaluator threads; a
     # shorter switch interval bounds how long a request waits for it.
     sys.setswitchinterval(0.0005)
-    runtime = ServeRuntime(store, config, rules, ServeMetrics())
+    runtime = ServeRuntime(store, config, rules, ServeMetrics(), sources=sources)
     runtime.start()
     app = build_app(runtime, token=token, max_body=config.serve.max_body)
     runner = web.AppRunner(
@@ -174,7 +182,9 @@ async def _until_stopped(stop: asyncio.Event, runtime: Any) -> str | None:
     return None
 
 
-def run(store: Path, config: HarnessConfig, rules: Sequence[Any], listen: Listen) -> int:
+def run(
+    store: Path, config: HarnessConfig, sources: RuleSources, rules: Sequence[Any], listen: Listen
+) -> int:
     """Run serve until SIGTERM/SIGINT; InputError for a refused listener or token."""
     token = check_listener(listen, config)
-    return asyncio.run(_serve(store, config, rules, listen, token))
+    return asyncio.run(_serve(store, config, sources, rules, listen, token))
