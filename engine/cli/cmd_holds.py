@@ -71,33 +71,27 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
 
 
-def _store(args: argparse.Namespace) -> Path:
-    from engine.config import resolve_store
+def _existing_store(args: argparse.Namespace) -> Path:
+    """The store to read; InputError (exit 2) naming the path when there is none.
 
-    return resolve_store(args.store)
-
-
-def _existing_store(args: argparse.Namespace) -> Path | None:
-    """The store to read, or None when the default one was never created.
-
-    A store named by ``--store`` or ``[store] path`` that is missing or empty
-    is an error (a typo must not read as "no holds"); only the implicit
-    default location may be absent, on a machine that never recorded a run.
-    The store is never created here.
+    A missing store must never read as "no holds" or "free": a supervisor
+    gating on ``holds check`` would then let a harness through on a typo in
+    ``--store`` or on a machine whose serve writes elsewhere. The store is
+    never created here.
     """
     from engine.config import load_config, resolve_store
     from engine.errors import InputError
 
     config = load_config()
     path = resolve_store(args.store, config)
-    named = bool(args.store) or config.store_path is not None
     if path.is_file() and path.stat().st_size > 0:
         return path
-    if not named and not path.exists():
-        return None
-    how = "--store" if args.store else "[store] path" if named else "store"
+    how = "--store" if args.store else "[store] path" if config.store_path else "default store"
     state = "empty file" if path.is_file() else "missing" if not path.exists() else "not a file"
-    raise InputError(f"{path}: no store here ({how}: {state})", title="No store")
+    raise InputError(
+        f"{path}: no store here ({how}: {state}); name the store serve writes with --store PATH",
+        title="No store",
+    )
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -106,9 +100,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     from engine.store.db import connect
     from engine.timefmt import iso_ms
 
-    found = _existing_store(args)
-    path = found or _store(args)
-    holds = [] if found is None else list_holds(connect(found), include_released=args.all)
+    path = _existing_store(args)
+    holds = list_holds(connect(path), include_released=args.all)
     if args.json:
         print_json({"ok": True, "store": str(path), "holds": [h.to_json() for h in holds]})
         return 0
@@ -126,18 +119,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.errors import InputError
     from engine.rules.holds import release_by_operator
     from engine.rules.lease import wall_ms
     from engine.store.db import connect
     from engine.store.txn import immediate
 
-    path = _existing_store(args)
-    if path is None:
-        raise InputError(
-            f"{_store(args)}: no store here, so no hold {args.hold_id}", title="No store"
-        )
-    conn = connect(path)
+    conn = connect(_existing_store(args))
     with immediate(conn):
         hold = release_by_operator(
             conn, args.hold_id, reason=args.reason or "released by operator", now_ms=wall_ms()
@@ -156,15 +143,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from engine.rules.holds import check_admission
     from engine.store.db import connect
 
-    found = _existing_store(args)
-    if found is None:
-        msg = f"{args.harness}: free (no store at {_store(args)}, so no holds)"
-        if args.json:
-            print_json({"ok": True, "harness": args.harness, "held": False, "message": msg})
-        else:
-            print(msg)
-        return 0
-    result = check_admission(connect(found), args.harness)
+    result = check_admission(connect(_existing_store(args)), args.harness)
     if args.json:
         print_json(
             {

@@ -73,20 +73,28 @@ def same_store(given: str, store: Path) -> bool:
     return os.path.realpath(given) == os.path.realpath(store)
 
 
-def guard(token: str | None, metrics: ServeMetrics) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """The middleware: authentication first, then timing and status counts per endpoint."""
+def guard(
+    token: str | None, metrics: ServeMetrics, hosts: frozenset[str] | None
+) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """The middleware: who may ask first, then timing and status counts per endpoint.
+
+    With a token, a request without it is 401. Without one (a loopback
+    listener), a web page in the operator's browser could still reach serve:
+    a request with an ``Origin`` header, or a ``Host`` that is neither the
+    listen address nor localhost (DNS rebinding), is 403.
+    """
     expected = f"Bearer {token}".encode() if token else None
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         endpoint = ENDPOINTS.get(request.path, "other")
         started = time.perf_counter()
-        if expected is not None:
-            given = request.headers.get("Authorization", "").encode("utf-8", "replace")
-            if not hmac.compare_digest(given, expected):
-                metrics.add("unauthorized")
-                metrics.observe(endpoint, 401, time.perf_counter() - started)
-                return _text(401, "missing or wrong bearer token")
+        refusal = _refusal(request, expected, hosts)
+        if refusal is not None:
+            status, reason, counter = refusal
+            metrics.add(counter)
+            metrics.observe(endpoint, status, time.perf_counter() - started)
+            return _text(status, reason)
         try:
             response = await handler(request)
         except web.HTTPException as exc:
@@ -98,6 +106,26 @@ def guard(token: str | None, metrics: ServeMetrics) -> Callable[..., Awaitable[w
         return response
 
     return middleware
+
+
+def _refusal(
+    request: web.Request, expected: bytes | None, hosts: frozenset[str] | None
+) -> tuple[int, str, str] | None:
+    """(status, reason, counter) when the request may not be served, else None."""
+    if expected is not None:
+        given = request.headers.get("Authorization", "").encode("utf-8", "replace")
+        if not hmac.compare_digest(given, expected):
+            return 401, "missing or wrong bearer token", "unauthorized"
+        return None
+    if "Origin" in request.headers:
+        return 403, "cross-origin requests are refused", "cross_site"
+    if hosts is not None:
+        host = (request.host or "").lower()
+        name = host[1 : host.index("]")] if host.startswith("[") and "]" in host else host
+        name = name.rsplit(":", 1)[0] if not host.startswith("[") else name
+        if name not in hosts:
+            return 403, "Host is not this listener's address or localhost", "cross_site"
+    return None
 
 
 class Routes:
@@ -166,6 +194,9 @@ class Routes:
         )
 
     async def post_hook(self, agent: str, request: web.Request) -> web.StreamResponse:
+        if request.content_type != "application/json":
+            self.metrics.add("bad_requests")
+            return _text(415, "content type must be application/json")
         forwarded_for = request.headers.get(STORE_HEADER)
         if forwarded_for is not None and not same_store(unquote(forwarded_for), self.runtime.store):
             return _text(409, "this serve journals another store")
@@ -210,10 +241,22 @@ class Routes:
         return web.json_response(details, status=200 if healthy else 503)
 
 
-def build_app(runtime: ServeRuntime, *, token: str | None, max_body: int) -> web.Application:
-    """The aiohttp application over ``runtime``'s use cases."""
+def build_app(
+    runtime: ServeRuntime,
+    *,
+    token: str | None,
+    max_body: int,
+    allowed_hosts: frozenset[str] | None = None,
+) -> web.Application:
+    """The aiohttp application over ``runtime``'s use cases.
+
+    ``allowed_hosts``: the Host names a token-less listener answers to (None:
+    any, for tests that run the app in-process).
+    """
     routes = Routes(runtime, max_body)
-    app = web.Application(middlewares=[guard(token, runtime.metrics)], client_max_size=max_body)
+    app = web.Application(
+        middlewares=[guard(token, runtime.metrics, allowed_hosts)], client_max_size=max_body
+    )
     app[RUNTIME] = runtime
     app.router.add_post("/v1/logs", routes.post_logs)
     app.router.add_post("/v1/traces", routes.post_ignored)

@@ -60,7 +60,10 @@ def decode(body: bytes, media: str) -> ExportLogsServiceRequest:
         if media == PROTOBUF:
             request.ParseFromString(body)
         else:
-            json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=True)
+            text = body.decode("utf-8")
+            if not text.lstrip().startswith("{"):
+                raise BodyError("OTLP/JSON body must be a JSON object")
+            json_format.Parse(text, request, ignore_unknown_fields=True)
     except (DecodeError, json_format.ParseError, UnicodeDecodeError, RecursionError) as exc:
         kind = "protobuf" if media == PROTOBUF else "OTLP/JSON"
         raise BodyError(

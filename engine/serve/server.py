@@ -32,6 +32,8 @@ from engine.config import HarnessConfig
 from engine.errors import Diagnostic, InputError, Location
 
 MAX_TOKEN_BYTES = 4096
+#: How long an idle keep-alive connection stays open (aiohttp's default is an hour).
+KEEPALIVE_S = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,11 @@ def read_token(path: Path) -> str:
     return token
 
 
+def _hosts(listen: Listen) -> frozenset[str]:
+    """The Host names a token-less listener answers to: its own address and localhost."""
+    return frozenset({listen.host.lower(), "localhost", "127.0.0.1", "::1"})
+
+
 def check_listener(listen: Listen, config: HarnessConfig) -> str | None:
     """The token to require (None: none), or InputError when the listener would be open."""
     token_file = config.serve.token_file
@@ -113,6 +120,7 @@ async def _serve(
     from aiohttp import web
 
     from engine.serve.app import MAX_HEADER_LINE, build_app
+    from engine.serve.listener import Listener, quiet_logs
     from engine.serve.metrics import ServeMetrics
     from engine.serve.runtime import ServeRuntime
 
@@ -121,20 +129,28 @@ async def _serve(
     sys.setswitchinterval(0.0005)
     runtime = ServeRuntime(store, config, rules, ServeMetrics(), sources=sources)
     runtime.start()
-    app = build_app(runtime, token=token, max_body=config.serve.max_body)
+    app = build_app(
+        runtime, token=token, max_body=config.serve.max_body, allowed_hosts=_hosts(listen)
+    )
+    quiet_logs()
     runner = web.AppRunner(
         app,
         access_log=None,
         handle_signals=False,
         max_line_size=MAX_HEADER_LINE,
         max_field_size=MAX_HEADER_LINE,
+        keepalive_timeout=KEEPALIVE_S,
         auto_decompress=False,  # /v1/logs decompresses itself, capped at max_body
         shutdown_timeout=1.0,
     )
     await runner.setup()
+    assert runner.server is not None
+    listener = Listener(
+        runner.server, max_connections=config.serve.max_connections, count=runtime.metrics.add
+    )
+    loop = asyncio.get_running_loop()
     try:
-        site = web.TCPSite(runner, listen.host, listen.port)
-        await site.start()
+        server = await loop.create_server(listener, listen.host, listen.port, backlog=512)
     except OSError as exc:
         await runner.cleanup()
         runtime.close()
@@ -142,11 +158,8 @@ async def _serve(
             f"cannot listen on {listen.host}:{listen.port}: {exc.strerror or exc}",
             title="Cannot listen",
         ) from None
-    bound = getattr(site, "_server", None)  # aiohttp keeps the bound server there
-    sockets = getattr(bound, "sockets", None) or []
-    port = sockets[0].getsockname()[1] if sockets else listen.port
+    port = server.sockets[0].getsockname()[1] if server.sockets else listen.port
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     sys.stderr.write(
@@ -157,6 +170,7 @@ async def _serve(
     sys.stderr.flush()
     fatal = await _until_stopped(stop, runtime)
     sys.stderr.write("harness serve: stopping (committing what is queued, releasing the lease)\n")
+    server.close()
     await runner.cleanup()
     drain_s = config.serve.drain_timeout_ms / 1000
     await loop.run_in_executor(None, partial(runtime.close, drain_s))

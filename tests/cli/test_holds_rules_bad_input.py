@@ -77,11 +77,14 @@ def test_check_with_a_missing_configured_store_is_exit_2(
     assert rc == 2 and "[store] path" in err
 
 
-def test_check_with_no_store_anywhere_is_still_free(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize("command", [("check", "h1"), ("list",)])
+def test_no_store_anywhere_is_exit_2_naming_the_path_never_free(
+    command: tuple[str, ...], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, out, _ = run(capsys, "holds", "check", "h1")
-    assert rc == 0 and "free" in out
+    # A supervisor gating on `holds check` must not read a missing store as "free".
+    rc, out, err = run(capsys, "holds", *command)
+    assert rc == 2 and out == ""
+    assert "no store here" in err and "journal.db" in err
 
 
 def test_check_on_a_real_store_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
