@@ -99,6 +99,7 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_GATE_WAIT_MS = 250
 DEFAULT_DRAIN_TIMEOUT_MS = 10_000
 DEFAULT_MAX_CONNECTIONS = 256
+DEFAULT_MERGE_WAIT_MS = 1_500
 _SIZE = r"^\s*(\d+)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$"
 _SIZE_UNITS = {
     None: 1,
@@ -133,6 +134,7 @@ class ServeConfig(Record):
         "loop_guard",
         "max_body",
         "max_connections",
+        "merge_wait_ms",
         "token_file",
     )
     __match_args__ = (
@@ -144,6 +146,7 @@ class ServeConfig(Record):
         "gate_wait_ms",
         "drain_timeout_ms",
         "max_connections",
+        "merge_wait_ms",
     )
 
     def __init__(
@@ -156,6 +159,7 @@ class ServeConfig(Record):
         gate_wait_ms: int = DEFAULT_GATE_WAIT_MS,
         drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        merge_wait_ms: int = DEFAULT_MERGE_WAIT_MS,
     ) -> None:
         self.listen: Final = listen
         self.token_file: Final = token_file
@@ -167,6 +171,8 @@ class ServeConfig(Record):
         #: How long SIGTERM waits for rows not yet acknowledged.
         self.drain_timeout_ms: Final = drain_timeout_ms
         self.max_connections: Final = max_connections
+        #: How long a Codex hook report waits for its OTLP record's outcome (see README).
+        self.merge_wait_ms: Final = merge_wait_ms
 
 
 class HarnessConfig(Record):
@@ -258,6 +264,7 @@ _SCHEMA: dict[str, Any] = {
         "gate_wait": str,
         "drain_timeout": str,
         "max_connections": int,
+        "merge_wait": str,
     },
 }
 _REPO_SCHEMA = {"path": str, "url": str, "branch": str}
@@ -478,6 +485,9 @@ def _parse_serve(table: Any, bad: Any, check_path: Any) -> ServeConfig:
     drain = _duration(table, "drain_timeout", DEFAULT_DRAIN_TIMEOUT_MS, "serve", bad)
     if drain > 600_000:
         bad("serve.drain_timeout", "must be at most 10m")
+    merge_wait = _duration(table, "merge_wait", DEFAULT_MERGE_WAIT_MS, "serve", bad)
+    if merge_wait > 10_000:
+        bad("serve.merge_wait", "must be at most 10s (an agent's hook times out)")
     connections = table.get("max_connections", DEFAULT_MAX_CONNECTIONS)
     if isinstance(connections, int) and not 8 <= connections <= 65_536:
         bad("serve.max_connections", "must be between 8 and 65536")

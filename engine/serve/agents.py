@@ -14,11 +14,18 @@ JSON that agent obeys:
   tool run first, so a stopped ``PreToolUse`` gets both).
 - Codex CLI: Claude Code's payloads and answers (its ``hooks.json``), command
   handlers only, and no failure event: a failed command arrives as an
-  ordinary ``PostToolUse``.
+  ordinary ``PostToolUse`` whose response has no exit code. Codex rejects a
+  ``PreToolUse`` answer holding ``continue``/``stopReason`` *whole*, deny
+  included, and runs the tool: so a stopped run's calls are only denied
+  (every one of them, which holds the run), never told to stop.
 - Gemini CLI: ``BeforeTool``/``AfterTool``/``BeforeAgent``, answered with
   ``decision: "deny"`` and ``reason`` (a Claude-format ``permissionDecision``
   is ignored by it and the tool runs); ``AfterTool`` reports a failure as
-  ``tool_response.error``; no call id.
+  ``tool_response.error``, a shell command's exit code only as an ``Exit
+  Code: N`` line of ``tool_response.llmContent``; no call id.
+
+An exit code is the one thing read out of a tool's output, and only its
+number (:meth:`HookEvent.exit_code`).
 
 Only identifiers, enums and the payload's structure are read here; the
 payload's text fields are handed on untouched to be digested, never stored.
@@ -26,6 +33,7 @@ payload's text fields are handed on untouched to be digested, never stored.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -61,6 +69,7 @@ _CLAUDE: dict[str, str] = {
     "Stop": OTHER,
     "SubagentStop": OTHER,
     "PreCompact": OTHER,
+    "PostToolBatch": OTHER,
     "SessionEnd": END,
 }
 _GEMINI: dict[str, str] = {
@@ -78,6 +87,8 @@ _GEMINI: dict[str, str] = {
 }
 #: Each agent's documented hook events and the moment each one is.
 EVENTS: dict[str, dict[str, str]] = {CLAUDE_CODE: _CLAUDE, CODEX: _CLAUDE, GEMINI: _GEMINI}
+#: An exit code line of a tool's output: Gemini's ``Exit Code: 3``, Codex's ``Exit code: 0``.
+_EXIT_LINE = re.compile(r"^Exit [Cc]ode: (-?\d{1,10})\s*$", re.MULTILINE)
 
 
 class PayloadError(ValueError):
@@ -115,8 +126,20 @@ class HookEvent(Record):
         """What the agent says went wrong with the tool (to digest), or None."""
         if self.agent == GEMINI:
             response = self.payload.get("tool_response")
-            return response.get("error") if isinstance(response, Mapping) else None
+            if isinstance(response, Mapping):
+                return response.get("error") or response.get("llmContent")
+            return None
         return self.payload.get("error")
+
+    def exit_code(self) -> int | None:
+        """The exit code the tool's output reports (Gemini's shell, Codex's patch), if any."""
+        response = self.payload.get("tool_response")
+        text = response.get("llmContent") if isinstance(response, Mapping) else response
+        if not isinstance(text, str):
+            return None
+        m = _EXIT_LINE.search(text)
+        code = int(m.group(1)) if m else None
+        return code if code is not None and -(2**31) <= code < 2**31 else None
 
 
 def read_event(agent: str, payload: object) -> HookEvent:
@@ -162,7 +185,17 @@ def _claude_deny(label: str, reason: str) -> dict[str, object]:
 
 
 def _stop(event: HookEvent, reason: str) -> dict[str, object]:
-    """A stopped run: the tool must not run, and the agent's loop must end."""
+    """A stopped run: the tool must not run, and the agent's loop must end where it can."""
+    if event.agent == CODEX:
+        # Codex refuses a PreToolUse answer with continue/stopReason whole (and runs the
+        # tool); denying every call of the stopped run is what holds it.
+        if event.moment == BEFORE_TOOL:
+            return {"hookSpecificOutput": _claude_deny(event.label, reason)}
+        if event.moment == PROMPT:
+            return {"decision": "block", "reason": reason}
+        if event.moment in (AFTER_TOOL, TOOL_FAILED):
+            return {"continue": False, "stopReason": reason}
+        return {}
     answer: dict[str, object] = {"continue": False, "stopReason": reason}
     if event.agent == GEMINI:
         if event.moment in GATED:

@@ -22,6 +22,13 @@ guard would see each call twice. So every source hands its reports to one
 The book also remembers each run's ``cwd`` (hooks send it, OTLP does not), so
 a relative path from either source is journaled absolute.
 
+**The truest outcome.** Codex's hooks never say a command failed (no failure
+event, no exit code), while its OTLP record does. So when a harness exports
+Codex OTLP, a Codex hook report is held (:meth:`CallBook.await_outcome`) until
+the OTLP record with its call id arrives or ``[serve] merge_wait`` passes, and
+is journaled once, with the OTLP record's outcome; the record itself is then
+the duplicate.
+
 A fresh process (serve after a restart, or the command hook, one process per
 call) does not start blind: a :class:`Recall` reads back from the store what
 memory lacks (whether a run started, a run's streak, a path's recent editors).
@@ -42,6 +49,8 @@ from engine.serve.derive import Deriver, LoopTrip, make_row
 
 #: How long a report waits to be matched by the other source (OTLP exports in batches).
 MATCH_WINDOW_MS = 5 * 60_000
+#: A harness that exported agent OTLP this recently is expected to report outcomes there.
+EXPORTER_WINDOW_MS = 60 * 60_000
 #: Reports kept per run for matching, and runs kept in memory.
 MAX_REPORTS = 512
 MAX_RUNS = 10_000
@@ -119,6 +128,17 @@ class Decided(Record):
         self.rows: Final = rows
         self.trip: Final = trip
         self.duplicate: Final = duplicate
+
+
+class Pending:
+    """A hook report held for the same call's OTLP record (mutable: ``merged`` is set once)."""
+
+    __slots__ = ("done", "merged", "report")
+
+    def __init__(self, report: ToolReport) -> None:
+        self.report = report
+        self.merged: ToolReport | None = None
+        self.done = threading.Event()
 
 
 class Recall(Protocol):
@@ -216,6 +236,8 @@ class CallBook:
         self.lock = threading.Lock()
         self._runs: OrderedDict[tuple[str, str], str | None] = OrderedDict()  # -> cwd
         self._reports: OrderedDict[tuple[str, str | None], _RunReports] = OrderedDict()
+        self._exporters: OrderedDict[str, int] = OrderedDict()  # harness -> last OTLP record
+        self._pending: dict[tuple[str, str | None, str], Pending] = {}
 
     # -- under the caller's hold of ``lock`` ---------------------------------
 
@@ -261,8 +283,39 @@ class CallBook:
         """The run's working directory, as its hooks last reported it."""
         return None if run is None else self._runs.get((harness, run))
 
+    def exporting(self, harness: str, now_ms: int) -> None:
+        """``harness`` sent an agent OTLP record (so its outcomes will arrive that way too)."""
+        self._exporters[harness] = now_ms
+        self._exporters.move_to_end(harness)
+        _bound(self._exporters, MAX_RUNS)  # type: ignore[arg-type]
+
+    def await_outcome(self, report: ToolReport, now_ms: int) -> Pending | None:
+        """Hold ``report`` for its OTLP twin when its harness exports OTLP; else None."""
+        seen = self._exporters.get(report.harness)
+        if report.call_id is None or seen is None or now_ms - seen > EXPORTER_WINDOW_MS:
+            return None
+        pending = Pending(report)
+        self._pending[(report.harness, report.run, report.call_id)] = pending
+        return pending
+
+    def settle(self, pending: Pending) -> ToolReport:
+        """The held report, with the OTLP twin's outcome when it came; no longer held."""
+        report = pending.report
+        assert report.call_id is not None
+        self._pending.pop((report.harness, report.run, report.call_id), None)
+        twin = pending.merged
+        if twin is None or twin.outcome is None:
+            return report
+        return report.replace(outcome=twin.outcome, cause_digest=twin.cause_digest, n=twin.n)
+
     def call(self, report: ToolReport, now_ms: int) -> Decided:
         """The rows for one reported call: none when it is the other source's duplicate."""
+        if report.source == OTLP and report.call_id is not None:
+            pending = self._pending.get((report.harness, report.run, report.call_id))
+            if pending is not None and pending.merged is None:
+                pending.merged = report  # the held hook report takes its outcome
+                pending.done.set()
+                return Decided((), duplicate=True)
         if self._duplicate(report, now_ms):
             return Decided((), duplicate=True)
         d = self.deriver

@@ -8,7 +8,8 @@ place:
    calling (harness, project);
 2. decide its rows (:class:`.calls.CallBook`: ``run_started`` for a new run,
    one ``tool_call`` per real call, derived rows) and queue them, under the
-   book's lock so that journal order is decision order;
+   book's lock so that journal order is decision order (a Codex call first
+   waits, at most ``[serve] merge_wait``, for its OTLP record's outcome);
 3. wait until they are committed: an answer means the rows are stored;
 4. for a gated moment (a tool about to run, a prompt) or any moment of a
    run: wait until the acting evaluator has seen every row of this harness
@@ -32,6 +33,7 @@ from engine.journal.rows import IDENT_RULE, RowError
 from engine.record import Record
 from engine.serve.agents import (
     AFTER_TOOL,
+    CODEX,
     END,
     GATED,
     PROMPT,
@@ -108,6 +110,9 @@ class HookReply(Record):
         self.failed: Final = failed
 
 
+DEFAULT_MERGE_WAIT_S = 1.5
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -123,6 +128,7 @@ class HookHandler:
         clock: Callable[[], int] = _wall_ms,
         *,
         release: str = RELEASE,
+        merge_wait_s: float = DEFAULT_MERGE_WAIT_S,
     ) -> None:
         self.book = book
         self.journal = journal
@@ -130,6 +136,8 @@ class HookHandler:
         self.clock = clock
         #: The release command a deny names (with ``--store`` when the store is not the default).
         self.release = release
+        #: How long a Codex hook report waits for its OTLP twin's outcome.
+        self.merge_wait_s = merge_wait_s
 
     def handle(
         self, agent: str, payload: object, *, harness: str | None, project: str | None
@@ -184,7 +192,18 @@ class HookHandler:
         """Decide, queue and commit the event's rows; (rows stored, duplicates)."""
         book = self.book
         now = self.clock()
+        report = None
+        if event.moment in (AFTER_TOOL, TOOL_FAILED):
+            report = tool_report(event, harness, project, refused)
+        pending = None
+        if report is not None and event.agent == CODEX:
+            with book.lock:
+                pending = book.await_outcome(report, now)
+            if pending is not None:  # Codex's hook cannot say it failed; its OTLP record can
+                pending.done.wait(self.merge_wait_s)
         with book.lock:
+            if pending is not None:
+                report = book.settle(pending)
             try:
                 rows = book.run_event(
                     harness,
@@ -194,17 +213,13 @@ class HookHandler:
                     start=event.moment == START,
                     end=event.moment == END,
                 )
-                duplicate = False
-                if event.moment in (AFTER_TOOL, TOOL_FAILED):
-                    report = tool_report(event, harness, project, refused)
-                    if report is not None:
-                        decided = book.call(report, now)
-                        rows.extend(decided.rows)
-                        duplicate = decided.duplicate
+                decided = book.call(report, now) if report is not None else None
             except RowError as exc:  # not expected: every value is checked on the way in
                 book.forget(harness, event.run)
                 refused.append(exc.field)
                 return 0, 0
+            if decided is not None:
+                rows.extend(decided.rows)
             try:
                 token = self.journal.submit(rows) if rows else None
             except StoreUnavailable:
@@ -217,7 +232,7 @@ class HookHandler:
                 with book.lock:
                     book.forget(harness, event.run)
                 raise
-        return len(rows), int(duplicate)
+        return len(rows), int(decided is not None and decided.duplicate)
 
 
 def tool_report(
@@ -235,7 +250,8 @@ def tool_report(
     paths = tuple(dict.fromkeys(j for j in (journal_path(n, cwd) for n in named) if j))
     if named and not paths:
         refused.append("path")
-    failed = event.moment == TOOL_FAILED
+    code = event.exit_code()
+    failed = event.moment == TOOL_FAILED or bool(code)
     return ToolReport(
         HOOK,
         harness,
@@ -247,6 +263,7 @@ def tool_report(
         cause_digest(event.error()) if failed else None,
         paths,
         ident(p.get("tool_use_id")),
+        code,
     )
 
 

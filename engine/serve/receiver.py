@@ -216,6 +216,8 @@ class OtlpReceiver:
                             label, "resource attribute harness.id missing or not an identifier"
                         )
                         continue
+                    if name is not None and name.startswith("codex."):
+                        self.book.exporting(harness, now)  # its outcomes arrive here too
                     if name not in TOOL_RESULTS:
                         tally.count(label, "ignored")
                         continue

@@ -214,7 +214,11 @@ class ServeRuntime:
         )
         default = store == config.resolved_store_path()
         self.hooks = HookHandler(
-            book, self.journal, gate, release=release_command(None if default else str(store))
+            book,
+            self.journal,
+            gate,
+            release=release_command(None if default else str(store)),
+            merge_wait_s=serve_cfg.merge_wait_ms / 1000,
         )
         self.receiver = OtlpReceiver(book, self.journal, _wall_ms)
 

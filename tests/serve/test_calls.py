@@ -111,7 +111,7 @@ STOPPED = RunStop("h01", "s", "halt", 3, 9, "h01 ran y")
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
-def test_claude_format_answers(agent: str) -> None:
+def test_claude_format_denies_and_blocks(agent: str) -> None:
     rig = Rig()
     rig.gate.answer = GateState((HOLD,))
     pre = rig.hook(fixture("PreToolUse"), agent=agent)
@@ -122,14 +122,29 @@ def test_claude_format_answers(agent: str) -> None:
     prompt = rig.hook(fixture("UserPromptSubmit"), agent=agent)
     assert prompt.decision == "block" and prompt.answer["decision"] == "block"
     assert rig.hook(fixture("Notification"), agent=agent).answer == {}  # holds gate new work only
+
+
+def test_claude_code_stop_denies_the_tool_and_ends_the_loop() -> None:
+    rig = Rig()
     rig.gate.answer = GateState((HOLD,), STOPPED)
-    stop = rig.hook(fixture("PreToolUse"), agent=agent)
+    stop = rig.hook(fixture("PreToolUse"))
     assert stop.decision == "stop"
     assert stop.answer["continue"] is False and "stopped by rule halt" in stop.answer["stopReason"]
-    # the tool must not run: the stop also denies it
+    # continue: false alone lets Claude Code run the tool first: the stop also denies it
     assert stop.answer["hookSpecificOutput"]["permissionDecision"] == "deny"
-    post = rig.hook(fixture("PostToolUse"), agent=agent).answer
+    post = rig.hook(fixture("PostToolUse")).answer
     assert post == {"continue": False, "stopReason": stop.answer["stopReason"]}
+
+
+def test_codex_stop_only_denies_because_codex_refuses_continue_false_whole() -> None:
+    rig = Rig()
+    rig.gate.answer = GateState((), STOPPED)
+    stop = rig.hook(fixture("PreToolUse"), agent="codex")
+    assert stop.decision == "stop"
+    assert set(stop.answer) == {"hookSpecificOutput"}  # no continue, no stopReason
+    assert stop.answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "stopped by rule halt" in stop.answer["hookSpecificOutput"]["permissionDecisionReason"]
+    assert rig.hook(fixture("Stop"), agent="codex").answer == {}
 
 
 def test_a_late_answer_is_said() -> None:
@@ -142,3 +157,77 @@ def test_a_gated_call_asks_the_gate_for_its_harness_run_and_holds() -> None:
     rig = Rig()
     assert rig.hook(fixture("PreToolUse")).answer == {}
     assert rig.gate.asked == [("h01", "3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f", True)]
+
+
+def codex_post(call_id: str) -> dict[str, object]:
+    return dict(
+        fixture("PostToolUse"),
+        tool_name="Bash",
+        tool_input={"command": "make test"},
+        tool_use_id=call_id,
+        tool_response="",
+    )
+
+
+def codex_record(call_id: str, exit_code: int) -> object:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    request = ExportLogsServiceRequest()
+    rl = request.resource_logs.add()
+    kv = rl.resource.attributes.add()
+    kv.key, kv.value.string_value = "harness.id", "h01"
+    rec = rl.scope_logs.add().log_records.add()
+    rec.event_name = "event otel/src/tool_result.rs:54"
+    for key, value in (
+        ("event.name", "codex.tool_result"),
+        ("tool_name", "exec_command"),
+        ("call_id", call_id),
+        ("conversation.id", "3f2a9c1e-7b4d-4e8a-9c0f-1a2b3c4d5e6f"),
+        ("success", "true"),
+        ("arguments", '{"cmd": "make test"}'),
+        ("output", f"Chunk ID: 1\nProcess exited with code {exit_code}\nOutput:\nboom\n"),
+    ):
+        a = rec.attributes.add()
+        a.key, a.value.string_value = key, value
+    return request
+
+
+def test_a_codex_call_is_journaled_once_with_the_outcome_only_its_otlp_record_knows() -> None:
+    import threading
+
+    rig = Rig()
+    rig.hooks.merge_wait_s = 5.0
+    rig.receiver.receive(codex_record("call_0", 0))  # the harness exports Codex OTLP
+    start = len(rig.journal.rows)
+    # the hook arrives first and waits; the OTLP record of the same call comes 50 ms later
+    timer = threading.Timer(0.05, lambda: rig.receiver.receive(codex_record("call_1", 3)))
+    timer.start()
+    reply = rig.hook(codex_post("call_1"), agent="codex")
+    timer.join()
+    assert reply.status == 200 and reply.rows == 1
+    (call,) = [r for r in rig.new_rows(start) if r["type"] == "tool_call"]
+    assert (call["outcome"], call["n"]) == ("error", 3)
+    assert call["cause_digest"].startswith("sha256:")
+
+
+def test_a_codex_call_whose_record_is_late_is_journaled_ok_and_the_record_is_a_duplicate() -> None:
+    rig = Rig()
+    rig.hooks.merge_wait_s = 0.05
+    rig.receiver.receive(codex_record("call_0", 0))
+    start = len(rig.journal.rows)
+    rig.hook(codex_post("call_1"), agent="codex")
+    late = rig.receiver.receive(codex_record("call_1", 3))
+    assert late.duplicates == 1
+    calls = [r for r in rig.new_rows(start) if r["type"] == "tool_call"]
+    assert [c["outcome"] for c in calls] == ["ok"]
+
+
+def test_a_codex_hook_without_otlp_never_waits() -> None:
+    import time
+
+    rig = Rig()
+    rig.hooks.merge_wait_s = 5.0
+    started = time.monotonic()
+    rig.hook(codex_post("call_1"), agent="codex")
+    assert time.monotonic() - started < 2.0  # no OTLP from this harness: nothing to wait for
+    assert [r["outcome"] for r in rig.journal.dicts() if r["type"] == "tool_call"] == ["ok"]
