@@ -312,128 +312,163 @@ def _type_name(t: type) -> str:
     return {str: "a string", int: "an integer", list: "an array", dict: "a table"}[t]
 
 
-def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
-    """Parse config text. Raises :class:`InputError` listing every problem found."""
+def _load_toml(text: str, file: str) -> dict[str, Any]:
+    """The TOML document as a dict; InputError at the syntax error's line:col."""
     raw = plaintoml.loads(text)  # None unless the text is plain TOML: then tomllib reads it
-    if raw is None:
-        import tomllib
+    if raw is not None:
+        return raw
+    import tomllib
 
-        try:
-            raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            msg = str(exc)
-            m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-            loc = Location(file, int(m.group(1)), int(m.group(2))) if m else Location(file)
-            problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg) or "malformed TOML"
-            raise InputError(
-                f"{loc}: {problem}",
-                title="Invalid harness.toml",
-                diagnostics=[Diagnostic(problem, loc, code="toml")],
-            ) from None
-    locator = _Locator(text, file)
-    problems: list[Diagnostic] = []
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        loc = Location(file, int(m.group(1)), int(m.group(2))) if m else Location(file)
+        problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg) or "malformed TOML"
+        raise InputError(
+            f"{loc}: {problem}",
+            title="Invalid harness.toml",
+            diagnostics=[Diagnostic(problem, loc, code="toml")],
+        ) from None
 
-    def bad(path: str, message: str) -> None:
-        problems.append(Diagnostic(message, locator.find(path), path=path, code="config"))
 
-    def check(table: dict[str, Any], schema: dict[str, Any], prefix: str) -> None:
+class _Checker:
+    """Collects every problem of one document, each located at its key's line:col.
+
+    Strict on purpose: an unknown key is an error, so a typo in ``enforce``
+    never silently grants (or withholds) authority.
+    """
+
+    def __init__(self, text: str, file: str) -> None:
+        self.locator = _Locator(text, file)
+        self.problems: list[Diagnostic] = []
+
+    def bad(self, path: str, message: str) -> None:
+        self.problems.append(Diagnostic(message, self.locator.find(path), path=path, code="config"))
+
+    def check(self, table: dict[str, Any], schema: dict[str, Any], prefix: str) -> None:
         for key, value in table.items():
             path = f"{prefix}.{key}" if prefix else key
             expected = schema.get(key)
             if expected is None:
                 known = ", ".join(sorted(schema))
-                bad(path, f"unknown key `{key}` (expected one of: {known})")
+                self.bad(path, f"unknown key `{key}` (expected one of: {known})")
             elif expected == "*repo":
-                if not isinstance(value, dict):
-                    bad(path, "must be a table of [policy_repo.NAME] tables")
-                    continue
-                for name, repo in value.items():
-                    if not isinstance(repo, dict):
-                        bad(f"{path}.{name}", "must be a table")
-                    else:
-                        check(repo, _REPO_SCHEMA, f"{path}.{name}")
-                        if "path" not in repo:
-                            bad(f"{path}.{name}", "missing required key `path`")
-                        else:
-                            _check_path(repo["path"], f"{path}.{name}.path")
+                self._repos(value, path)
             elif isinstance(expected, dict):
                 if not isinstance(value, dict):
-                    bad(path, "must be a table")
+                    self.bad(path, "must be a table")
                 else:
-                    check(value, expected, path)
+                    self.check(value, expected, path)
             elif not isinstance(value, expected) or isinstance(value, bool):
-                bad(path, f"must be {_type_name(expected)}, got {type(value).__name__}")
+                self.bad(path, f"must be {_type_name(expected)}, got {type(value).__name__}")
             elif expected is list and not all(isinstance(v, str) for v in value):
-                bad(path, "must be an array of strings")
+                self.bad(path, "must be an array of strings")
 
-    def _check_path(value: Any, where: str) -> None:
+    def _repos(self, value: object, path: str) -> None:
+        if not isinstance(value, dict):
+            self.bad(path, "must be a table of [policy_repo.NAME] tables")
+            return
+        for name, repo in value.items():
+            if not isinstance(repo, dict):
+                self.bad(f"{path}.{name}", "must be a table")
+                continue
+            self.check(repo, _REPO_SCHEMA, f"{path}.{name}")
+            if "path" not in repo:
+                self.bad(f"{path}.{name}", "missing required key `path`")
+            else:
+                self.check_path(repo["path"], f"{path}.{name}.path")
+
+    def check_path(self, value: Any, where: str) -> None:
         if not isinstance(value, str):
             return
         if not value.strip():
-            bad(where, "must not be empty")
+            self.bad(where, "must not be empty")
         elif "\x00" in value:
-            bad(where, "must not contain a NUL character")
+            self.bad(where, "must not contain a NUL character")
         elif _expand(value) is None:
-            bad(where, f"cannot expand {value.split('/', 1)[0]!r}: no such user")
+            self.bad(where, f"cannot expand {value.split('/', 1)[0]!r}: no such user")
 
-    check(raw, _SCHEMA, "")
-    store = raw.get("store", {}) if isinstance(raw.get("store"), dict) else {}
+
+def _table(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
+    """Parse config text. Raises :class:`InputError` listing every problem found."""
+    raw = _load_toml(text, file)
+    checker = _Checker(text, file)
+    checker.check(raw, _SCHEMA, "")
+    store = _table(raw, "store")
     if "path" in store:
-        _check_path(store["path"], "store.path")
-    memory = raw.get("memory", {}) if isinstance(raw.get("memory"), dict) else {}
-    rules_raw = memory.get("rules", {}) if isinstance(memory.get("rules"), dict) else {}
-    actions_raw = rules_raw.get("actions", {})
-    shadow_ms = _duration(rules_raw, "shadow_period", DEFAULT_SHADOW_PERIOD_MS, "memory.rules", bad)
-    console_raw: dict[str, Any] = raw["console"] if isinstance(raw.get("console"), dict) else {}
-    stale_ms = _duration(console_raw, "stale_after", DEFAULT_STALE_AFTER_MS, "console", bad)
+        checker.check_path(store["path"], "store.path")
+    memory = _table(raw, "memory")
+    rules = _parse_rules(_table(memory, "rules"), checker)
+    stale_ms = _duration(
+        _table(raw, "console"), "stale_after", DEFAULT_STALE_AFTER_MS, "console", checker.bad
+    )
     retention = store.get("retention_days", DEFAULT_RETENTION_DAYS)
     if isinstance(retention, int) and retention < 1:
-        bad("store.retention_days", "must be at least 1")
-    cost_limit = rules_raw.get("cost_limit", DEFAULT_COST_LIMIT)
-    if isinstance(cost_limit, int) and cost_limit < 1:
-        bad("memory.rules.cost_limit", "must be at least 1")
-    serve = _parse_serve(raw.get("serve"), bad, _check_path)
-    actions: dict[str, tuple[str, ...]] = {}
-    if isinstance(actions_raw, dict):
-        for name in ACTION_NAMES:
-            argv = actions_raw.get(name)
-            if isinstance(argv, list):
-                if not argv:
-                    bad(f"memory.rules.actions.{name}", "argv template must not be empty")
-                actions[name] = tuple(str(a) for a in argv)
-    if problems:
+        checker.bad("store.retention_days", "must be at least 1")
+    serve = _parse_serve(raw.get("serve"), checker.bad, checker.check_path)
+    if checker.problems:
         raise InputError(
-            f"{file}: {len(problems)} problem(s)",
+            f"{file}: {len(checker.problems)} problem(s)",
             title="Invalid harness.toml",
-            diagnostics=problems,
-        )
-    repos = []
-    for name, repo in sorted((raw.get("policy_repo") or {}).items()):
-        repos.append(
-            PolicyRepo(
-                name=name,
-                path=_expand(repo["path"]) or Path(repo["path"]),
-                url=repo.get("url"),
-                branch=repo.get("branch", "main"),
-            )
+            diagnostics=checker.problems,
         )
     store_path = store.get("path")
     return HarnessConfig(
         source=None,
         store_path=(_expand(store_path) or Path(store_path)) if store_path else None,
         retention_days=retention if isinstance(retention, int) else DEFAULT_RETENTION_DAYS,
-        rules=RulesConfig(
-            enforce=tuple(rules_raw.get("enforce", ())),
-            disable=tuple(rules_raw.get("disable", ())),
-            shadow_period_ms=shadow_ms,
-            cost_limit=cost_limit if isinstance(cost_limit, int) else DEFAULT_COST_LIMIT,
-            actions=actions,
-        ),
+        rules=rules,
         rule_miners=tuple(memory.get("rule_miners", ())),
-        policy_repos=tuple(repos),
-        console_specs=tuple((raw.get("console") or {}).get("specs", ())),
+        policy_repos=_parse_repos(raw),
+        console_specs=tuple(_table(raw, "console").get("specs", ())),
         serve=serve,
         console_stale_after_ms=stale_ms,
+    )
+
+
+def _parse_rules(rules_raw: dict[str, Any], checker: _Checker) -> RulesConfig:
+    """``[memory.rules]`` and its ``actions`` (types were checked by the schema)."""
+    shadow_ms = _duration(
+        rules_raw, "shadow_period", DEFAULT_SHADOW_PERIOD_MS, "memory.rules", checker.bad
+    )
+    cost_limit = rules_raw.get("cost_limit", DEFAULT_COST_LIMIT)
+    if isinstance(cost_limit, int) and cost_limit < 1:
+        checker.bad("memory.rules.cost_limit", "must be at least 1")
+    actions: dict[str, tuple[str, ...]] = {}
+    actions_raw = rules_raw.get("actions", {})
+    if isinstance(actions_raw, dict):
+        for name in ACTION_NAMES:
+            argv = actions_raw.get(name)
+            if isinstance(argv, list):
+                if not argv:
+                    checker.bad(f"memory.rules.actions.{name}", "argv template must not be empty")
+                actions[name] = tuple(str(a) for a in argv)
+    return RulesConfig(
+        enforce=tuple(rules_raw.get("enforce", ())),
+        disable=tuple(rules_raw.get("disable", ())),
+        shadow_period_ms=shadow_ms,
+        cost_limit=cost_limit if isinstance(cost_limit, int) else DEFAULT_COST_LIMIT,
+        actions=actions,
+    )
+
+
+def _parse_repos(raw: dict[str, Any]) -> tuple[PolicyRepo, ...]:
+    """``[policy_repo.NAME]`` tables, by name (already checked)."""
+    return tuple(
+        PolicyRepo(
+            name=name,
+            path=_expand(repo["path"]) or Path(repo["path"]),
+            url=repo.get("url"),
+            branch=repo.get("branch", "main"),
+        )
+        for name, repo in sorted((raw.get("policy_repo") or {}).items())
     )
 
 

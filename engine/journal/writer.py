@@ -203,6 +203,81 @@ def _ticks_between(last_tick_at: int | None, last_at: int, upto: int) -> list[in
     return list(range(first, last + 1, MINUTE_MS))
 
 
+class _HistoryImport:
+    """One history import in progress: the rows still to read, the marks, what is pending.
+
+    Mutable on purpose and private to :meth:`Committer.import_history`, which
+    owns the transactions; this reads rows into ``pending`` (with their seq,
+    and synthesised ticks between them) one batch at a time.
+    """
+
+    def __init__(
+        self,
+        committer: Committer,
+        stream: Iterator[InsertRow],
+        *,
+        synth_ticks: bool,
+        validate: bool,
+    ) -> None:
+        self.conn = committer.conn
+        self.stream = stream
+        self.synth_ticks = synth_ticks
+        self.validate = validate
+        self.m = _Marks(0, 0, None)
+        self.pending: list[tuple[Any, ...]] = []
+        self.admitted = 0
+        self.ticks = 0
+        self.skipped = 0
+        self.first_at: int | None = None
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.m.last_seq, store_at, self.m.last_tick_at = read_marks(self.conn)
+        self.m.last_at = max(self.m.last_at, store_at)
+
+    def fill(self, batch: int) -> bool:
+        """Pull rows into ``pending`` (with seq) until the batch is full; False at the end."""
+        m = self.m
+        seq = m.last_seq + len(self.pending)
+        last_at = m.last_at
+        fresh = m.last_tick_at is None and m.last_seq == 0
+        next_tick = _next_tick(m.last_tick_at, last_at) if self.synth_ticks and not fresh else -1
+        for r in self.stream:
+            if self.validate:
+                check_values(r)
+            at = r[0]
+            if at < last_at:
+                raise RowError(
+                    "at", f"{at} is before the previous row's or the store's last at {last_at}"
+                )
+            if self.synth_ticks:
+                if r[1] == "tick":
+                    self.skipped += 1
+                    continue
+                if next_tick < 0:
+                    next_tick = (at // MINUTE_MS + 1) * MINUTE_MS
+                elif at >= next_tick:
+                    for t in _ticks_between(next_tick - MINUTE_MS, last_at, at):
+                        seq += 1
+                        self.pending.append((seq, *tick_row(t)))
+                        self.ticks += 1
+                        m.last_tick_at = t
+                    next_tick = (at // MINUTE_MS + 1) * MINUTE_MS
+            elif r[1] == "tick":
+                m.last_tick_at = at
+            if self.first_at is None:
+                self.first_at = at
+            last_at = at
+            seq += 1
+            self.pending.append((seq, *r))
+            self.admitted += 1
+            if len(self.pending) >= batch:
+                m.last_at = last_at
+                return True
+        m.last_at = last_at
+        return False
+
+
 class Committer:
     """Admits rows into one store connection (the single committer of this process).
 
@@ -319,91 +394,38 @@ class Committer:
         skip tick rows of the input; otherwise input ticks are kept as given.
         A refusal raises :class:`RowError` (the caller knows which line it was).
         """
+        run = _HistoryImport(self, iter(rows), synth_ticks=synth_ticks, validate=validate)
         conn = self.conn
-        counts = {"admitted": 0, "ticks": 0, "skipped": 0}
-        first_seq = 0
-        first_at: int | None = None
-        stream = iter(rows)
-        m = _Marks(0, 0, None)
-        pending: list[tuple[Any, ...]] = []
         done = False
-
-        def begin() -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            m.last_seq, store_at, m.last_tick_at = read_marks(conn)
-            m.last_at = max(m.last_at, store_at)
-
-        def fill() -> bool:
-            """Pull rows into ``pending`` (with seq) until the batch is full; False at end."""
-            nonlocal first_at
-            seq = m.last_seq + len(pending)
-            last_at = m.last_at
-            fresh = m.last_tick_at is None and m.last_seq == 0
-            next_tick = _next_tick(m.last_tick_at, last_at) if synth_ticks and not fresh else -1
-            for r in stream:
-                if validate:
-                    check_values(r)
-                at = r[0]
-                if at < last_at:
-                    raise RowError(
-                        "at", f"{at} is before the previous row's or the store's last at {last_at}"
-                    )
-                if synth_ticks:
-                    if r[1] == "tick":
-                        counts["skipped"] += 1
-                        continue
-                    if next_tick < 0:
-                        next_tick = (at // MINUTE_MS + 1) * MINUTE_MS
-                    elif at >= next_tick:
-                        for t in _ticks_between(next_tick - MINUTE_MS, last_at, at):
-                            seq += 1
-                            pending.append((seq, *tick_row(t)))
-                            counts["ticks"] += 1
-                            m.last_tick_at = t
-                        next_tick = (at // MINUTE_MS + 1) * MINUTE_MS
-                elif r[1] == "tick":
-                    m.last_tick_at = at
-                if first_at is None:
-                    first_at = at
-                last_at = at
-                seq += 1
-                pending.append((seq, *r))
-                counts["admitted"] += 1
-                if len(pending) >= batch:
-                    m.last_at = last_at
-                    return True
-            m.last_at = last_at
-            return False
-
         try:
-            begin()
-            first_seq = m.last_seq + 1
+            run.begin()
+            first_seq = run.m.last_seq + 1
             while not done:
-                done = not fill()
-                if pending:
-                    conn.executemany(_INSERT_SQL, pending)
-                    m.last_seq = pending[-1][0]
-                    pending.clear()
+                done = not run.fill(batch)
+                if run.pending:
+                    conn.executemany(_INSERT_SQL, run.pending)
+                    run.m.last_seq = run.pending[-1][0]
+                    run.pending.clear()
                 if not atomic or done:
-                    self._set_marks(m)
+                    self._set_marks(run.m)
                     conn.execute("COMMIT")
                     if on_batch is not None:
-                        on_batch(counts["admitted"] + counts["ticks"])
+                        on_batch(run.admitted + run.ticks)
                     if not done:
-                        begin()
+                        run.begin()
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        stored = counts["admitted"] + counts["ticks"]
+        stored = run.admitted + run.ticks
         return ImportResult(
-            admitted=counts["admitted"],
-            ticks=counts["ticks"],
-            skipped_ticks=counts["skipped"],
+            admitted=run.admitted,
+            ticks=run.ticks,
+            skipped_ticks=run.skipped,
             first_seq=first_seq if stored else 0,
-            last_seq=m.last_seq if stored else 0,
-            first_at=first_at or 0,
-            last_at=m.last_at,
+            last_seq=run.m.last_seq if stored else 0,
+            first_at=run.first_at or 0,
+            last_at=run.m.last_at,
         )
 
     def _set_marks(self, m: _Marks) -> None:
