@@ -21,6 +21,7 @@ from engine.errors import InputError
 from engine.rules.evaluator import row_view
 from engine.rules.fires import Fire, get_fire
 from engine.rules.host_sql import SqlHost, StoreReadError
+from engine.rules.model import CallRecord
 from engine.rules.window import ROW_SELECT
 from engine.timefmt import iso_ms_precise
 
@@ -89,45 +90,57 @@ def explain_fire_value(conn: sqlite3.Connection, fire: Fire, fire_id: int = 0) -
     """Explain ``fire`` itself, stored or not: a backtest fire (id 0) has no actions to show.
 
     Split from :func:`explain_fire` so the console's Backtest pane explains a
-    would-be fire with the very same steps a stored one gets.
+    would-be fire with the very same steps a stored one gets. The steps, in
+    order: the event row, ``now``, the rule version, each aggregate recomputed
+    from the journal, the level decision, and (for a stored fire) its actions.
     """
-    steps: list[Step] = []
+    steps = [_event_step(conn, fire), _now_step(fire), _rule_step(conn, fire)]
+    host = SqlHost(conn)
+    host.set_position(fire.seq, fire.at)
     consistent = True
+    for i, call in enumerate(fire.calls, start=1):
+        step, equal = _call_step(conn, host, fire, i, call)
+        steps.append(step)
+        consistent = consistent and equal
+    steps.append(_decision_step(fire))
+    if _table_exists(conn, "rule_actions"):
+        steps.append(_actions_step(conn, fire_id))
+    return Explanation(fire, tuple(steps), consistent)
 
+
+def _event_step(conn: sqlite3.Connection, fire: Fire) -> Step:
     raw = conn.execute(ROW_SELECT + " WHERE seq = ?", (fire.seq,)).fetchone()
     if raw is None:
-        steps.append(Step("event", "The event row", {"row": None}, (f"row {fire.seq} was pruned",)))
-    else:
-        view = {k: v for k, v in row_view(raw).items() if v is not None}
-        steps.append(
-            Step(
-                "event",
-                f"The event row (seq {fire.seq})",
-                {"row": view},
-                tuple(f"{k}: {v}" for k, v in view.items()),
-            )
-        )
-    steps.append(
-        Step(
-            "now",
-            "now = the row's admission time (journal time, never a clock)",
-            {"now_ms": fire.at, "now": iso_ms_precise(fire.at)},
-            (f"now = {iso_ms_precise(fire.at)} ({fire.at} ms)",),
-        )
+        return Step("event", "The event row", {"row": None}, (f"row {fire.seq} was pruned",))
+    view = {k: v for k, v in row_view(raw).items() if v is not None}
+    return Step(
+        "event",
+        f"The event row (seq {fire.seq})",
+        {"row": view},
+        tuple(f"{k}: {v}" for k, v in view.items()),
     )
+
+
+def _now_step(fire: Fire) -> Step:
+    return Step(
+        "now",
+        "now = the row's admission time (journal time, never a clock)",
+        {"now_ms": fire.at, "now": iso_ms_precise(fire.at)},
+        (f"now = {iso_ms_precise(fire.at)} ({fire.at} ms)",),
+    )
+
+
+def _rule_step(conn: sqlite3.Connection, fire: Fire) -> Step:
     version = conn.execute(
         "SELECT source_file, source_kind, text, first_seen_seq FROM rule_versions"
         " WHERE hash = ? AND name = ?",
         (fire.hash, fire.rule),
     ).fetchone()
     if version is None:
-        rule_detail: dict[str, Any] = {"hash": fire.hash, "name": fire.rule, "file": None}
-        rule_lines: tuple[str, ...] = (
-            f"hash {fire.hash}",
-            "(this version's text was not recorded)",
-        )
+        detail: dict[str, Any] = {"hash": fire.hash, "name": fire.rule, "file": None}
+        lines: tuple[str, ...] = (f"hash {fire.hash}", "(this version's text was not recorded)")
     else:
-        rule_detail = {
+        detail = {
             "hash": fire.hash,
             "name": fire.rule,
             "file": version[0],
@@ -135,96 +148,91 @@ def explain_fire_value(conn: sqlite3.Connection, fire: Fire, fire_id: int = 0) -
             "text": version[2],
             "first_seen_seq": version[3],
         }
-        rule_lines = (
+        lines = (
             f"hash {fire.hash}",
             f"file {version[0]} ({version[1]})",
             *("| " + line for line in str(version[2]).splitlines()),
         )
-    steps.append(Step("rule", f"The rule version: {fire.rule}", rule_detail, rule_lines))
+    return Step("rule", f"The rule version: {fire.rule}", detail, lines)
 
-    host = SqlHost(conn)
-    host.set_position(fire.seq, fire.at)
-    for i, call in enumerate(fire.calls, start=1):
-        selector = dict(call.selector)
-        detail: dict[str, Any] = {
-            "index": i,
-            "fn": call.fn,
-            "field": call.field,
-            "selector": selector,
-            "window_ms": call.window_ms,
-            "window": format_duration_ms(call.window_ms),
-            "stored_result": call.result,
-        }
-        try:
-            recomputed: int | bool
-            if call.fn == "distinct" and call.field:
-                recomputed = host.distinct(call.field, selector, call.window_ms)
-                seqs, total = host.matching_seqs(selector, call.window_ms, MAX_SEQS)
-                values = _distinct_values(conn, call.field, host, selector, call.window_ms)
-                detail["distinct_values"] = values
-            elif call.fn == "exists":
-                recomputed = host.exists(selector, call.window_ms)
-                seqs, total = host.matching_seqs(selector, call.window_ms, MAX_SEQS)
-            else:
-                recomputed = host.count(selector, call.window_ms)
-                seqs, total = host.matching_seqs(selector, call.window_ms, MAX_SEQS)
-        except StoreReadError as exc:
-            detail.update({"recomputed": None, "equal": False, "error": str(exc)})
-            consistent = False
-            steps.append(Step("call", f"{call.fn} #{i}", detail, (f"cannot recompute: {exc}",)))
-            continue
-        equal = recomputed == call.result
-        consistent = consistent and equal
-        detail.update(
-            {"recomputed": recomputed, "equal": equal, "seqs": seqs, "matching_rows": total}
-        )
-        args = json.dumps(selector, sort_keys=True)
-        head = f"{call.fn}({json.dumps(call.field) + ', ' if call.field else ''}{args}, "
-        head += f'duration("{cel_duration(call.window_ms)}"))'
-        shown = ", ".join(str(s) for s in seqs)
-        more = f" … ({total} rows)" if total > len(seqs) else ""
-        lines: list[str] = [
-            head,
-            f"stored result {call.result}; recomputed from the journal {recomputed}"
-            + (" (equal)" if equal else " (MISMATCH)"),
-            f"rows counted (seq <= {fire.seq}, at > now - {format_duration_ms(call.window_ms)}):"
-            f" {shown or 'none'}{more}",
-        ]
-        if "distinct_values" in detail:
-            lines.append(f"distinct {call.field}: {', '.join(detail['distinct_values'])}")
-        steps.append(Step("call", f"Aggregate {i}: {call.fn}", detail, tuple(lines)))
 
-    decision_lines = [
-        f"status {fire.status}",
-        f"written level {fire.level}; acts at {fire.effective_level}",
-        *(f"because: {r}" for r in fire.reasons),
+def _call_step(
+    conn: sqlite3.Connection, host: SqlHost, fire: Fire, i: int, call: CallRecord
+) -> tuple[Step, bool]:
+    """Aggregate ``i`` recomputed from the journal beside its stored result; (step, equal)."""
+    selector = dict(call.selector)
+    detail: dict[str, Any] = {
+        "index": i,
+        "fn": call.fn,
+        "field": call.field,
+        "selector": selector,
+        "window_ms": call.window_ms,
+        "window": format_duration_ms(call.window_ms),
+        "stored_result": call.result,
+    }
+    try:
+        recomputed: int | bool
+        if call.fn == "distinct" and call.field:
+            recomputed = host.distinct(call.field, selector, call.window_ms)
+            values = _distinct_values(conn, call.field, host, selector, call.window_ms)
+            detail["distinct_values"] = values
+        elif call.fn == "exists":
+            recomputed = host.exists(selector, call.window_ms)
+        else:
+            recomputed = host.count(selector, call.window_ms)
+        seqs, total = host.matching_seqs(selector, call.window_ms, MAX_SEQS)
+    except StoreReadError as exc:
+        detail.update({"recomputed": None, "equal": False, "error": str(exc)})
+        return Step("call", f"{call.fn} #{i}", detail, (f"cannot recompute: {exc}",)), False
+    equal = recomputed == call.result
+    detail.update({"recomputed": recomputed, "equal": equal, "seqs": seqs, "matching_rows": total})
+    args = json.dumps(selector, sort_keys=True)
+    head = f"{call.fn}({json.dumps(call.field) + ', ' if call.field else ''}{args}, "
+    head += f'duration("{cel_duration(call.window_ms)}"))'
+    shown = ", ".join(str(s) for s in seqs)
+    more = f" … ({total} rows)" if total > len(seqs) else ""
+    lines: list[str] = [
+        head,
+        f"stored result {call.result}; recomputed from the journal {recomputed}"
+        + (" (equal)" if equal else " (MISMATCH)"),
+        f"rows counted (seq <= {fire.seq}, at > now - {format_duration_ms(call.window_ms)}):"
+        f" {shown or 'none'}{more}",
     ]
-    steps.append(
-        Step(
-            "decision",
-            "The level decision",
-            {
-                "status": fire.status,
-                "level": fire.level,
-                "effective_level": fire.effective_level,
-                "reasons": list(fire.reasons),
-            },
-            tuple(decision_lines),
-        )
+    if "distinct_values" in detail:
+        lines.append(f"distinct {call.field}: {', '.join(detail['distinct_values'])}")
+    return Step("call", f"Aggregate {i}: {call.fn}", detail, tuple(lines)), equal
+
+
+def _decision_step(fire: Fire) -> Step:
+    return Step(
+        "decision",
+        "The level decision",
+        {
+            "status": fire.status,
+            "level": fire.level,
+            "effective_level": fire.effective_level,
+            "reasons": list(fire.reasons),
+        },
+        (
+            f"status {fire.status}",
+            f"written level {fire.level}; acts at {fire.effective_level}",
+            *(f"because: {r}" for r in fire.reasons),
+        ),
     )
-    if _table_exists(conn, "rule_actions"):
-        actions = _actions(conn, fire_id)
-        action_lines = tuple(
-            f"{a['action']}: "
-            + (
-                f"exit {a['exit_status']}"
-                if a["exit_status"] is not None
-                else (a["error"] or "started, no outcome recorded")
-            )
-            for a in actions
-        ) or ("no action recorded for this fire",)
-        steps.append(Step("actions", "Actions", {"actions": actions}, action_lines))
-    return Explanation(fire, tuple(steps), consistent)
+
+
+def _actions_step(conn: sqlite3.Connection, fire_id: int) -> Step:
+    actions = _actions(conn, fire_id)
+    lines = tuple(
+        f"{a['action']}: "
+        + (
+            f"exit {a['exit_status']}"
+            if a["exit_status"] is not None
+            else (a["error"] or "started, no outcome recorded")
+        )
+        for a in actions
+    ) or ("no action recorded for this fire",)
+    return Step("actions", "Actions", {"actions": actions}, lines)
 
 
 def _distinct_values(
