@@ -1,4 +1,4 @@
-"""Hook and OpenTelemetry configuration of the three agent CLIs, written in each one's own format."""
+"""Hook and OpenTelemetry configuration of the three agent CLIs, each in its own format."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -279,10 +280,8 @@ def _end_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
     if process.poll() is not None:
         while time.monotonic() < deadline and _group_alive(process.pid):
             time.sleep(0.02)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
 

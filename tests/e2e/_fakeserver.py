@@ -1,4 +1,4 @@
-"""A loopback aiohttp server in a background thread, and the script-playing core of the fake APIs."""
+"""A loopback aiohttp server in a background thread; the script-playing core of the fake APIs."""
 
 from __future__ import annotations
 

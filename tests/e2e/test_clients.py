@@ -1,4 +1,4 @@
-"""Each real client, driven by a fake model API: tool calls run, hooks see them, OTLP reports them."""
+"""Each real client against a fake model API: tool calls run, hooks see them, OTLP reports them."""
 
 from __future__ import annotations
 
