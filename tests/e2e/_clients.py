@@ -85,4 +85,4 @@ GEMINI = ClientKit(
     otlp_tool_event="gemini_cli.tool_call",
     http_hooks=False,
 )
-CLIENTS = {kit.name: kit for kit in (CLAUDE, CODEX, GEMINI)}
+CLIENTS: dict[str, ClientKit] = {kit.name: kit for kit in (CLAUDE, CODEX, GEMINI)}

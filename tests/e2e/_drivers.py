@@ -107,7 +107,7 @@ def run_claude(
     otlp: Otlp | None = None,
     prompt: str = PROMPT,
     workdir: Path | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     args: Sequence[str] = (),
     timeout_s: float = 120.0,
 ) -> RunResult:
@@ -129,7 +129,7 @@ def run_claude(
         }
         full_env |= claude_otel_env(otlp) if otlp else {}
         argv = [str(_npm.install(_npm.CLAUDE)), "-p", prompt, "--dangerously-skip-permissions"]
-        return _run("claude", [*argv, *args], layout, full_env | dict(env or {}), fake, timeout_s)
+        return _run("claude", [*argv, *args], layout, _merge(full_env, env), fake, timeout_s)
 
 
 def codex_config(base_url: str, otlp: Otlp | None) -> str:
@@ -140,6 +140,10 @@ def codex_config(base_url: str, otlp: Otlp | None) -> str:
         'approval_policy = "never"\n'
         'sandbox_mode = "danger-full-access"\n'
         "check_for_update_on_startup = false\n\n"
+        # without these Codex contacts github.com, api.github.com and chatgpt.com (plugin
+        # catalogue) and ab.chatgpt.com (its own metrics) on every run
+        "[features]\nplugins = false\n\n"
+        "[analytics]\nenabled = false\n\n"
         "[model_providers.e2e]\n"
         'name = "e2e fake"\n'
         f'base_url = "{base_url}/v1"\n'
@@ -159,7 +163,7 @@ def run_codex(
     otlp: Otlp | None = None,
     prompt: str = PROMPT,
     workdir: Path | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     args: Sequence[str] = (),
     timeout_s: float = 120.0,
 ) -> RunResult:
@@ -182,7 +186,7 @@ def run_codex(
         argv += ["--dangerously-bypass-approvals-and-sandbox"]
         # codex exec skips hooks that were never trusted (interactively) without it.
         argv += ["--dangerously-bypass-hook-trust", *args, prompt]
-        return _run("codex", argv, layout, full_env | dict(env or {}), fake, timeout_s)
+        return _run("codex", argv, layout, _merge(full_env, env), fake, timeout_s)
 
 
 def gemini_settings(hooks: Iterable[Hook], otlp: Otlp | None) -> dict[str, object]:
@@ -208,7 +212,7 @@ def run_gemini(
     otlp: Otlp | None = None,
     prompt: str = PROMPT,
     workdir: Path | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     args: Sequence[str] = (),
     timeout_s: float = 120.0,
 ) -> RunResult:
@@ -227,7 +231,18 @@ def run_gemini(
         }
         full_env |= (otlp.resource_env() | otlp.headers_env()) if otlp else {}
         argv = [str(_npm.install(_npm.GEMINI)), "-p", prompt, "--yolo", *args]
-        return _run("gemini", argv, layout, full_env | dict(env or {}), fake, timeout_s)
+        return _run("gemini", argv, layout, _merge(full_env, env), fake, timeout_s)
+
+
+def _merge(env: dict[str, str], extra: Mapping[str, str | None] | None) -> dict[str, str]:
+    """``env`` updated by ``extra``, where a value of None removes the variable."""
+    merged = dict(env)
+    for key, value in (extra or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _run(

@@ -14,7 +14,7 @@ MODEL = "claude-sonnet-4-5"
 
 
 class FakeAnthropic(FakeModel):
-    """Claude Code's model API: ``HEAD /``, ``POST /v1/messages?beta=true`` (SSE).
+    """Claude Code's model API: a ``HEAD`` probe, ``POST /v1/messages?beta=true`` (SSE).
 
     A main-conversation request is one that offers tools (the agent loop always does);
     Claude Code's side requests (quota probe, titles, token counts) offer none.
@@ -43,7 +43,7 @@ class FakeAnthropic(FakeModel):
         self.note(request, body, main=False, turn=None)
         if request.path.endswith("/count_tokens"):
             return web.json_response({"input_tokens": 100})
-        if request.method in ("HEAD", "GET") and request.path == "/":
+        if request.method == "HEAD":  # reachability probes: HEAD / or /api/hello
             return web.Response(status=200)
         return web.json_response({}, status=404)
 
@@ -110,7 +110,7 @@ def _text_block(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def _events(
     message_id: str, body: Any, blocks: list[tuple[dict[str, Any], dict[str, Any]]], stop: str
 ) -> list[tuple[str | None, Any]]:
-    message = {
+    message: dict[str, Any] = {
         "id": message_id,
         "type": "message",
         "role": "assistant",

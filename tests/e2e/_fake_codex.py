@@ -109,7 +109,12 @@ def _message(item_id: str, text: str) -> dict[str, Any]:
 
 
 def _events(response_id: str, items: list[dict[str, Any]]) -> list[tuple[str | None, Any]]:
-    head = {"id": response_id, "object": "response", "status": "in_progress", "output": []}
+    head: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "status": "in_progress",
+        "output": [],
+    }
     events: list[tuple[str | None, Any]] = [
         ("response.created", {"type": "response.created", "response": head})
     ]
@@ -126,7 +131,7 @@ def _events(response_id: str, items: list[dict[str, Any]]) -> list[tuple[str | N
                 {"type": "response.output_item.done", "output_index": index, "item": item},
             )
         )
-    done = dict(head, status="completed", output=items)
+    done: dict[str, Any] = dict(head, status="completed", output=items)
     done["usage"] = {
         "input_tokens": 10,
         "input_tokens_details": {"cached_tokens": 0},

@@ -14,7 +14,13 @@ from tests.e2e._script import Turn
 MODEL = "gemini-2.5-flash"
 # Gemini CLI asks side questions for JSON (which model to route to, who speaks next);
 # one object answers them all without consuming a turn.
-SIDE_JSON = {"reasoning": "e2e fake", "model_choice": "flash", "next_speaker": "user"}
+SIDE_JSON = {
+    "reasoning": "e2e fake",
+    "model_choice": "flash",
+    "next_speaker": "user",
+    "complexity_reasoning": "e2e fake",
+    "complexity_score": 1,
+}
 
 
 class FakeGemini(FakeModel):

@@ -62,9 +62,8 @@ class BackgroundServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        _host, port = self._runner.addresses[0][:2]
+        self.port = int(port)
 
     async def _stop(self) -> None:
         if self._runner is not None:

@@ -28,13 +28,15 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 @dataclass(frozen=True)
 class OtlpBody:
-    """One OTLP export request as it arrived: path, content type, the raw (decoded) bytes."""
+    """One OTLP export request as it arrived: path, content type, the raw (decompressed)
+    bytes, and its ``Authorization`` header (to check that exporter headers arrive)."""
 
     at: float
     path: str
     content_type: str
     content_encoding: str
     raw: bytes
+    authorization: str = ""
 
     @property
     def is_json(self) -> bool:
@@ -107,7 +109,14 @@ class Receiver:
             raw = gzip.decompress(raw)
         elif encoding == "deflate":
             raw = zlib.decompress(raw)
-        body = OtlpBody(time.monotonic(), request.path, request.content_type or "", encoding, raw)
+        body = OtlpBody(
+            at=time.monotonic(),
+            path=request.path,
+            content_type=request.content_type or "",
+            content_encoding=encoding,
+            raw=raw,
+            authorization=request.headers.get("Authorization", ""),
+        )
         with self._lock:
             self.bodies.append(body)
         if body.is_json:

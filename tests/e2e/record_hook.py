@@ -7,8 +7,9 @@ when none does or the file is absent). Only the standard library: it starts fast
 
 A rule is an object: ``event`` (the payload's ``hook_event_name``, optional),
 ``contains`` (a substring of the JSON of the payload's ``tool_input``, else of the whole
-payload; optional), ``answer`` (a JSON object printed on stdout), ``exit`` (the exit code,
-default 0) and ``stderr`` (text written to stderr).
+payload; optional), ``answer`` (a JSON object printed on stdout; by default ``{}``, or
+nothing at all when ``exit`` is not 0), ``exit`` (the exit code, default 0) and ``stderr``
+(text written to stderr).
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ def main(argv: list[str]) -> int:
     except ValueError:
         payload = {"_unparsed": raw}
     rule = rule_for(load_rules(rules_path), payload if isinstance(payload, dict) else {})
-    answer = rule.get("answer", {})
     code = int(rule.get("exit", 0))
+    answer = rule.get("answer", {} if code == 0 else None)
     line = {
         "tag": tag,
         "at": time.time(),
@@ -86,8 +87,9 @@ def main(argv: list[str]) -> int:
     append(log, line)
     if rule.get("stderr"):
         sys.stderr.write(str(rule["stderr"]))
-    sys.stdout.write(json.dumps(answer))
-    sys.stdout.flush()
+    if answer is not None:
+        sys.stdout.write(json.dumps(answer))
+        sys.stdout.flush()
     return code
 
 

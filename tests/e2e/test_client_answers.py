@@ -91,19 +91,25 @@ def test_e_stop_answers(
         assert "hook: PreToolUse Failed" in run.stderr
 
 
-def test_codex_hook_exit_2_blocks_with_stderr_as_the_reason(
-    tmp_path: Path, hook: RecordingHook
+@pytest.mark.parametrize("stdout", [None, {}], ids=["no-stdout", "json-stdout"])
+def test_hook_exit_2(
+    kit: ClientKit, stdout: dict[str, Any] | None, tmp_path: Path, hook: RecordingHook
 ) -> None:
-    kit = installed("codex")
-    hook.set_rules(
-        [{"event": "PreToolUse", "contains": "MARK_x2", "exit": 2, "stderr": "EXIT2REASON_x"}]
-    )
+    """Exit code 2 with stderr blocks the call in all three, stderr being what the model
+    reads (so ``harness hook`` exiting 2 on a usage error blocks every call); except that
+    Gemini CLI takes exit 2 with JSON on stdout for a failed hook and runs the tool."""
+    rule = {"event": kit.pre_tool, "contains": "MARK_x2", "exit": 2, "stderr": "EXIT2REASON_x"}
+    hook.set_rules([rule | ({} if stdout is None else {"answer": stdout})])
     script = Script.of(shell("printf X > x.txt  # MARK_x2"), shell("printf Y > y.txt"))
 
     run = kit.run(script, tmp_path, hooks=command_hooks(hook.command, kit.events)).check()
 
-    assert not (run.workdir / "x.txt").exists()
     assert (run.workdir / "y.txt").exists()
+    if kit.name == "gemini" and stdout is not None:
+        assert (run.workdir / "x.txt").exists()
+        assert "failed for event BeforeTool" in run.stderr
+        return
+    assert not (run.workdir / "x.txt").exists()
     assert run.calls[0].result is not None and "EXIT2REASON_x" in run.calls[0].result
 
 

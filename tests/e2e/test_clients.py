@@ -23,15 +23,22 @@ from tests.e2e.kit import (
 pytestmark = pytest.mark.e2e
 
 
-def test_a_scripted_shell_call_runs(kit: ClientKit, tmp_path: Path) -> None:
-    run = kit.run(Script.of(shell("printf 'OUT%s' MARK_a1 > a.txt")), tmp_path).check()
+def test_a_scripted_shell_calls_run(kit: ClientKit, tmp_path: Path) -> None:
+    script = Script.of(
+        shell("printf 'OUT%s' MARK_a1 > a.txt"), turn(shell("printf b > b.txt"), delay_s=0.3)
+    )
+
+    run = kit.run(script, tmp_path).check()
 
     assert (run.workdir / "a.txt").read_text() == "OUTMARK_a1"
-    [call] = run.calls
-    assert call.result is not None and call.result_at is not None
-    assert call.result_at > call.sent_at
-    assert run.recording.turns_played == 2  # the call, then the closing "done"
+    assert (run.workdir / "b.txt").read_text() == "b"
+    first, second = run.calls
+    assert first.result is not None and first.result_at is not None
+    assert first.result_at > first.sent_at
+    assert second.sent_at - first.result_at >= 0.3  # the scripted "thinking" time
+    assert run.recording.turns_played == 3  # two calls, then the closing "done"
     assert run.recording.extra_requests == 0
+    assert len(run.recording.main_requests) == 3
 
 
 def _spans(workdir: Path) -> dict[str, tuple[float, float]]:
@@ -183,7 +190,7 @@ def test_d_deny_prevents_the_side_effect_and_the_reason_reaches_the_model(
 
     assert not (run.workdir / "denied.txt").exists()
     assert (run.workdir / "after.txt").read_text() == "E"
-    denied, after = run.calls
+    denied, after = run.recording.result_of("MARK_deny"), run.recording.result_of("after.txt")
     assert denied.result is not None and "DENYREASON_d1" in denied.result
     assert after.result is not None and "DENYREASON" not in after.result
     # the denied call gets no after-tool report (Claude Code's PostToolBatch lists it)
@@ -196,8 +203,13 @@ def test_f_otlp_reports_each_tool_call(
     kit: ClientKit, tmp_path: Path, hook: RecordingHook, receiver: Receiver
 ) -> None:
     """With hooks and OTLP both on: one tool event per call, the hooks' session id, call ids
-    where the client has them, the resource attributes, all exported before the exit."""
-    otlp = Otlp(receiver.url, resource={"harness.id": "h-e2e", "harness.project": "proj-e2e"})
+    where the client has them, the resource attributes and the exporter's headers, all
+    exported before the client exits."""
+    otlp = Otlp(
+        receiver.url,
+        resource={"harness.id": "h-e2e", "harness.project": "proj-e2e"},
+        headers={"Authorization": "Bearer e2e-token"},
+    )
     script = Script.of(shell("printf 'OUT%s' MARK_f1 > f.txt"), shell("echo FAILMARK_f; exit 3"))
 
     run = kit.run(
@@ -207,6 +219,7 @@ def test_f_otlp_reports_each_tool_call(
     records = receiver.events(kit.otlp_tool_event)
     assert len(records) == len(run.calls) == 2
     assert all(body.at <= run.ended_at for body in receiver.log_bodies())
+    assert {body.authorization for body in receiver.log_bodies()} == {"Bearer e2e-token"}
     assert all(r.resource["harness.id"] == "h-e2e" for r in records)
     session = hook.payloads()[0]["session_id"]
     key = "conversation.id" if kit.name == "codex" else "session.id"
