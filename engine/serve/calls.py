@@ -290,9 +290,17 @@ class CallBook:
         _bound(self._exporters, MAX_RUNS)  # type: ignore[arg-type]
 
     def await_outcome(self, report: ToolReport, now_ms: int) -> Pending | None:
-        """Hold ``report`` for its OTLP twin when its harness exports OTLP; else None."""
+        """Hold ``report`` for its OTLP twin when its harness exports OTLP; else None.
+
+        Not when the twin came first (its row, with its outcome, is stored: this
+        report is then its duplicate).
+        """
         seen = self._exporters.get(report.harness)
         if report.call_id is None or seen is None or now_ms - seen > EXPORTER_WINDOW_MS:
+            return None
+        reports = self._reports.get((report.harness, report.run))
+        twin = reports.by_id.get(report.call_id) if reports is not None else None
+        if twin is not None and twin.source == OTLP:
             return None
         pending = Pending(report)
         self._pending[(report.harness, report.run, report.call_id)] = pending

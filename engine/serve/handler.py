@@ -47,7 +47,7 @@ from engine.serve.agents import (
 from engine.serve.calls import HOOK, CallBook, ToolReport
 from engine.serve.canon import cause_digest, digest, ident, journal_path, project_of
 from engine.serve.ports import Gate, Journal
-from engine.serve.tools import canonical, named_paths
+from engine.serve.tools import canonical, digest_basis, named_paths
 from engine.serve.verdict import BLOCK, DENY, RELEASE, GateUnavailable, decide
 
 
@@ -252,14 +252,15 @@ def tool_report(
         refused.append("path")
     code = event.exit_code()
     failed = event.moment == TOOL_FAILED or bool(code)
+    name = canonical(tool)
     return ToolReport(
         HOOK,
         harness,
         project,
         event.run,
-        canonical(tool),
+        name,
         "error" if failed else "ok",
-        digest(tool_input) if "tool_input" in p else None,
+        digest(digest_basis(name, tool_input)) if "tool_input" in p else None,
         cause_digest(event.error()) if failed else None,
         paths,
         ident(p.get("tool_use_id")),

@@ -40,7 +40,7 @@ from engine.serve.calls import OTLP, CallBook, ToolReport
 from engine.serve.canon import cause_digest, digest, digest_json_text, ident, journal_path
 from engine.serve.otlp import value_of
 from engine.serve.ports import Journal
-from engine.serve.tools import EDIT_TOOLS, PATCH_TOOLS, canonical, named_paths
+from engine.serve.tools import EDIT_TOOLS, PATCH_TOOLS, canonical, digest_basis, named_paths
 
 CLAUDE_RESULT, CODEX_RESULT, GEMINI_CALL = (
     "claude_code.tool_result",
@@ -304,7 +304,8 @@ def tool_report(
     run = ident(run_raw)
     if run_raw is not None and run is None:
         raise RowError("run", "not an identifier")
-    args, parsed = _args(a)
+    name_ = canonical(tool)
+    args, parsed = _args(a, name_)
     success = a.get("success")
     ok = success is True or (isinstance(success, str) and success.lower() == "true")
     outcome = None if success is None else ("ok" if ok else "error")
@@ -375,8 +376,12 @@ def _json_loads(text: str) -> object:
     return value if end == len(text) else json.loads(text)
 
 
-def _args(a: Mapping[str, object]) -> tuple[str | None, object]:
-    """(args digest, parsed arguments) from the first arguments attribute present."""
+def _args(a: Mapping[str, object], tool: str) -> tuple[str | None, object]:
+    """(args digest, parsed arguments) from the first arguments attribute present.
+
+    The digest is over :func:`~engine.serve.tools.digest_basis` (a shell
+    call's command), as the hooks take it, so both sources agree.
+    """
     for key in ("tool_input", "arguments", "tool_parameters", "function_args"):
         if key not in a:
             continue
@@ -386,6 +391,6 @@ def _args(a: Mapping[str, object]) -> tuple[str | None, object]:
                 parsed: object = _json_loads(value)
             except (ValueError, RecursionError):
                 return digest_json_text(value), value
-            return digest(parsed), parsed
-        return digest(value), value
+            return digest(digest_basis(tool, parsed)), parsed
+        return digest(digest_basis(tool, value)), value
     return None, None

@@ -9,7 +9,14 @@ whenever the tool has a counterpart there, and by the agent's own name
 otherwise; the arguments digest is always taken from the agent's own input.
 
 This module is the vocabulary's one home: which names are the same tool,
-which tools edit files (and where their input names the paths).
+which tools edit files (and where their input names the paths), and what of a
+call's input its arguments digest covers. For a shell command that is the
+command alone: Claude Code sends ``{command, description}``, Codex's hook
+``{command}`` but its OTLP record ``{cmd, yield_time_ms}``, Gemini CLI
+``{command, description}``; digesting the whole input would give one call
+three digests, and the loop guard (same tool, same digest) would never see
+a loop whose reports came from different sources. The description is the
+model's prose about the command, not the command.
 """
 
 from __future__ import annotations
@@ -44,6 +51,23 @@ EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "write_fil
 PATCH_TOOLS = frozenset({"apply_patch"})
 _PATH_KEYS = ("file_path", "notebook_path")
 _PATCH_HEADERS = ("*** Update File: ", "*** Add File: ", "*** Delete File: ", "*** Move to: ")
+
+
+#: The keys a shell tool's input holds its command under (Codex's OTLP says ``cmd``).
+_COMMAND_KEYS = ("command", "cmd")
+
+
+def digest_basis(tool: str, tool_input: object) -> object:
+    """What a call's arguments digest is taken over: a shell call's command, else its input.
+
+    ``tool`` is the journal's (canonical) name.
+    """
+    if tool == "Bash" and isinstance(tool_input, Mapping):
+        for key in _COMMAND_KEYS:
+            command = tool_input.get(key)
+            if isinstance(command, str):
+                return {"command": command}
+    return tool_input
 
 
 def canonical(tool: str) -> str:
