@@ -1,4 +1,4 @@
-"""The gate's added latency as the agent sees it (issue 17): real Claude Code, with and without hooks.
+"""The gate's added latency as the agent sees it (issue 17): real agents, with and without hooks.
 
 The fake model API timestamps when it sends each tool call and when the
 call's result comes back; the gap is what the agent waits for that call, its
