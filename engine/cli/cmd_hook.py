@@ -96,10 +96,21 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 
 def _answer(args: argparse.Namespace, raw: bytes, payload: object) -> int:
+    from engine.config import load_config, resolve_store
+
+    config = load_config()
+    store = resolve_store(args.store, config)
+    forwarded = _to_serve(args, raw, store, config)
+    if forwarded is not None:
+        return forwarded
+    return _handle_here(args, payload, store, config)
+
+
+def _handle_here(args: argparse.Namespace, payload: object, store: Any, config: Any) -> int:
+    """No serve to hand the call to: journal it and answer it in this process."""
     import json
     import sqlite3
 
-    from engine.config import load_config, resolve_store
     from engine.serve.calls import CallBook
     from engine.serve.derive import Deriver
     from engine.serve.direct import DirectJournal, StoreGate
@@ -108,12 +119,7 @@ def _answer(args: argparse.Namespace, raw: bytes, payload: object) -> int:
     from engine.serve.verdict import release_command
     from engine.store.db import connect
 
-    config = load_config()
     serve = config.serve
-    store = resolve_store(args.store, config)
-    forwarded = _to_serve(args, raw, store, config)
-    if forwarded is not None:
-        return forwarded
     conn = connect(store)
     try:
         book = CallBook(

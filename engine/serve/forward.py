@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from urllib.parse import quote
 
 #: Header that names the store the command hook would write, so serve can refuse
 #: a call meant for another store (409) and the hook then handles it itself.
@@ -100,6 +99,15 @@ def _read_answer(sock: socket.socket) -> Forwarded:
     if length is not None:
         body = body[:length]
     return Forwarded(int(parts[1]), body)
+
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def quote(text: str, safe: str = "") -> str:
+    """Percent-encode ``text`` as ``urllib.parse.quote`` does (that module costs 2 ms to import)."""
+    keep = _SAFE | frozenset(safe.encode())
+    return "".join(chr(b) if b in keep else f"%{b:02X}" for b in text.encode("utf-8"))
 
 
 def _content_length(head: bytes) -> int | None:
