@@ -10,8 +10,11 @@
   and rebuild, not die.
 - :class:`WatermarkGate` is the gate's read-your-writes: a hook waits until the
   watermark reaches its harness's newest seq (at most ``[serve] gate_wait``),
-  then reads holds and stops on this thread's read-only connection. When
-  another process holds the lease, the store's cursor is the watermark.
+  then reads holds and stops on this thread's read-only connection. For a
+  harness with nothing committed since serve started, the newest seq of the
+  whole store stands in (rows acknowledged before a restart may not be
+  evaluated yet). When another process holds the lease, the store's cursor
+  is the watermark.
 - A flusher thread copies serve's persisted counters into the store every
   second (``journal_counters``, ``serve_*``) for ``harness doctor``.
 - :attr:`ServeRuntime.fatal` names what serve cannot recover from (the store
@@ -131,8 +134,12 @@ class WatermarkGate:
         self.wait_s = wait_s
 
     def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
-        target = self.journal.latest.get(harness, 0)
         try:
+            target = self.journal.latest.get(harness)
+            if target is None:  # nothing committed for it since serve started: be safe
+                target = int(
+                    self.reader().execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0] or 0
+                )
             late = self.watermark.seq < target and not self._wait(target)
         except sqlite3.Error as exc:
             raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None

@@ -1,0 +1,58 @@
+"""Read-your-writes: the gate waits until the evaluator saw a harness's rows, after restarts too."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from engine.journal.queue import JournalWriter
+from engine.journal.writer import Committer
+from engine.serve.runtime import Watermark, WatermarkGate, WriterJournal
+from engine.store.db import connect
+
+
+def store_with_rows(tmp_path: Path, n: int) -> Path:
+    store = tmp_path / "j.db"
+    conn = connect(store)
+    rows = [(0, "run_event", "tool_call", "observer", "h1", None, "r", "Bash", "ok", *[None] * 6)]
+    Committer(conn, ticks=False).commit_checked(rows * n)
+    conn.close()
+    return store
+
+
+def gate_for(store: Path, watermark: Watermark, wait_s: float) -> WatermarkGate:
+    journal = WriterJournal(JournalWriter(store, ticks=False))
+    reader = sqlite3.connect(f"file:{store}?mode=ro", uri=True, check_same_thread=False)
+    return WatermarkGate(journal, watermark, lambda: reader, lambda: True, wait_s)
+
+
+def test_an_unknown_harness_waits_for_everything_committed_before_the_restart(
+    tmp_path: Path,
+) -> None:
+    store = store_with_rows(tmp_path, 5)  # acknowledged before a restart, not yet evaluated
+    watermark = Watermark()
+    gate = gate_for(store, watermark, wait_s=5.0)
+    threading.Timer(0.2, watermark.advance, (5,)).start()
+    started = time.monotonic()
+    _state, late = gate.state("h1", "r", holds=True)
+    waited = time.monotonic() - started
+    assert late is False and waited >= 0.15  # it waited for the evaluator, then answered
+
+
+def test_past_gate_wait_the_answer_comes_late_and_says_so(tmp_path: Path) -> None:
+    store = store_with_rows(tmp_path, 3)
+    gate = gate_for(store, Watermark(), wait_s=0.05)
+    _state, late = gate.state("h1", "r", holds=True)
+    assert late is True
+
+
+def test_a_harness_whose_rows_were_evaluated_does_not_wait(tmp_path: Path) -> None:
+    store = store_with_rows(tmp_path, 3)
+    watermark = Watermark()
+    watermark.advance(3)
+    gate = gate_for(store, watermark, wait_s=5.0)
+    started = time.monotonic()
+    assert gate.state("h1", "r", holds=True)[1] is False
+    assert time.monotonic() - started < 1.0
