@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from engine import plaintoml
-from engine.capped import CappedReadError, read_capped
+from engine.capped import CappedReadError, path_refusal, read_capped
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, InputError, Location
 from engine.record import Record
@@ -336,6 +336,10 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
             bad(where, "must not contain a NUL character")
         elif _expand(value) is None:
             bad(where, f"cannot expand {value.split('/', 1)[0]!r}: no such user")
+        else:
+            refusal = path_refusal(str(_expand(value)))
+            if refusal is not None:
+                bad(where, refusal)
 
     check(raw, _SCHEMA, "")
     store = raw.get("store", {}) if isinstance(raw.get("store"), dict) else {}
