@@ -68,6 +68,38 @@ class CappedReadError(Exception):
         self.os_error = os_error
 
 
+#: Longest file name (one path component) and whole path, in bytes, the OS
+#: accepts: Linux's ``NAME_MAX`` and ``PATH_MAX`` (a path must fit in
+#: ``PATH_MAX`` with its terminating NUL). Longer ones fail with ENAMETOOLONG.
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def path_refusal(path: str) -> str | None:
+    """Why the OS would refuse ``path`` as a file name, decided without touching the disk.
+
+    Why: a path named in a spec, a config file or a command line is user data,
+    and ``os.stat`` and friends do not answer "no such file" for every
+    string: a NUL byte or a character the file system encoding cannot encode
+    (a lone surrogate) raises ``ValueError``, and an over-long name raises
+    ``OSError(ENAMETOOLONG)`` even from ``Path.exists()``. Checked first, such
+    a path becomes an error naming the field instead of a crash. Returns a
+    short phrase for a diagnostic (it never echoes the path), or None.
+    """
+    if "\x00" in path:
+        return "path contains a NUL byte (no file name can hold one)"
+    try:
+        raw = os.fsencode(path)
+    except UnicodeError:
+        return "path contains a character the file system cannot encode (a lone surrogate)"
+    if len(raw) >= PATH_MAX:
+        return f"path too long ({len(raw)} bytes; the OS accepts at most {PATH_MAX - 1})"
+    longest = max(len(part) for part in raw.split(b"/"))
+    if longest > NAME_MAX:
+        return f"file name too long ({longest} bytes; the OS accepts at most {NAME_MAX})"
+    return None
+
+
 def file_type_name(mode: int) -> str:
     """``"a FIFO"``, ``"a directory"``, ...: what a non-regular ``st_mode`` is, for messages."""
     return next((name for test, name in _FILE_TYPES if test(mode)), "not a regular file")

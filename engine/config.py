@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from engine import plaintoml
-from engine.capped import CappedReadError, read_capped
+from engine.capped import CappedReadError, path_refusal, read_capped
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, InputError, Location
 from engine.record import Record
@@ -389,6 +389,10 @@ class _Checker:
             self.bad(where, "must not contain a NUL character")
         elif _expand(value) is None:
             self.bad(where, f"cannot expand {value.split('/', 1)[0]!r}: no such user")
+        else:
+            refusal = path_refusal(str(_expand(value)))
+            if refusal is not None:
+                self.bad(where, refusal)
 
 
 def _table(parent: dict[str, Any], key: str) -> dict[str, Any]:

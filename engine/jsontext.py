@@ -58,17 +58,24 @@ def loads(text: str) -> Any:
         ) from None
     except RecursionError:
         raise JsonTextError(f"nested deeper than {MAX_DEPTH} levels") from None
-    if isinstance(value, dict | list) and _too_deep(value):
+    if nested_deeper_than(value, MAX_DEPTH):
         raise JsonTextError(f"nested deeper than {MAX_DEPTH} levels")
     return value
 
 
-def _too_deep(value: dict[str, Any] | list[Any]) -> bool:
-    """True when ``value`` nests deeper than :data:`MAX_DEPTH` (iterative: no recursion)."""
+def nested_deeper_than(value: object, limit: int) -> bool:
+    """True when ``value`` nests containers more than ``limit`` deep (iterative: no recursion).
+
+    A scalar is depth 0 and ``[]`` depth 1. For a value parsed by ``json.loads``
+    elsewhere (which accepts nesting up to the interpreter's recursion limit),
+    so that what reads it next, recursive or not, never meets a value too deep.
+    """
+    if not isinstance(value, dict | list):
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        if depth > limit:
             return True
         children = item.values() if isinstance(item, dict) else item
         stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))

@@ -59,3 +59,32 @@ def test_open_capped_streams_a_blocking_file(tmp_path: Path) -> None:
     with open_capped(path, 10) as fh:
         assert os.get_blocking(fh.fileno())
         assert fh.readlines() == [b"a\n", b"b\n"]
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("a\x00b", "NUL"),
+        ("a/\ud800.md", "surrogate"),
+        ("n" * 256, "file name too long (256 bytes"),
+        ("é" * 128, "file name too long (256 bytes"),  # bytes, not characters
+        ("d/" * 2048, "path too long (4096 bytes"),
+    ],
+)
+def test_path_refusal_names_what_the_os_would_refuse(path: str, why: str) -> None:
+    from engine.capped import path_refusal
+
+    refusal = path_refusal(path)
+    assert refusal is not None and why in refusal
+    with pytest.raises((ValueError, OSError)) as info:  # and the OS does refuse it
+        os.stat(path)
+    assert not isinstance(info.value, FileNotFoundError)
+
+
+@pytest.mark.parametrize(
+    "path", ["a.md", "n" * 255, "é" * 127 + "x", "d/" * 2047, "\udcff.md", "/abs/ok", ""]
+)
+def test_path_refusal_passes_every_name_the_os_takes(path: str) -> None:
+    from engine.capped import path_refusal
+
+    assert path_refusal(path) is None  # \udcff: a non-UTF-8 byte, as os.fsdecode spells it

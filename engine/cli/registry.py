@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from engine.capped import path_refusal
 from engine.cli.common import EXIT_USAGE, run_main
 
 #: Adds one command module's subcommands to a program's ``add_subparsers()`` object.
@@ -28,12 +29,30 @@ Register = Callable[[Any], None]
 DISTRIBUTION = "harness-console"
 
 
+#: Metavars of the arguments that name a file or a directory, in every command.
+PATH_METAVARS = frozenset({"PATH", "FILE", "DIR", "SPEC", "RUN_DIR", "RULE_FILE_OR_NAME"})
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that exits 2 with a one-line error (its default) but never 1."""
+    """argparse that exits 2 with a one-line error (its default) but never 1.
+
+    It also refuses, as a usage error naming the argument, a path argument
+    the OS would refuse (a NUL byte, a lone surrogate, an over-long name):
+    ``Path.exists()`` and ``sqlite3.connect`` raise on those instead of
+    answering, and this is the one place every command's paths pass through.
+    """
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        if action.metavar in PATH_METAVARS:
+            for text in arg_strings:
+                problem = path_refusal(text)
+                if problem is not None:
+                    raise argparse.ArgumentError(action, problem)
+        return super()._get_values(action, arg_strings)
 
 
 def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

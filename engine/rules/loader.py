@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.capped import CappedReadError, read_capped
+from engine.capped import CappedReadError, path_refusal, read_capped
 from engine.config import RulesConfig
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, HarnessError, Location, traceback_id
@@ -406,6 +406,12 @@ def load_rules(
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     for source, kind in dirs:
+        refusal = path_refusal(str(source))
+        if refusal is not None:  # Path.exists() would raise, not answer
+            errors.append(
+                Diagnostic(f"rule source refused: {refusal}", Location(str(source)), code="io")
+            )
+            continue
         if not source.exists():
             errors.append(
                 Diagnostic(f"rule source not found: {source}", Location(str(source)), code="io")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 
 from engine.journal.rows import IDENT_RE, MAX_PATH
 
@@ -33,7 +34,8 @@ _encode_str = json.encoder.encode_basestring
 #: digests one per record. It keeps no circular-reference markers (they would
 #: be shared state between calls and threads): every value digested here comes
 #: from ``json.loads`` or an OTLP AnyValue, neither of which can be circular (a
-#: circular value would raise RecursionError instead of ValueError).
+#: circular value would exhaust the stack, and then :func:`_canonical_iterative`
+#: refuses it with a ValueError).
 _c_make = getattr(json.encoder, "c_make_encoder", None)
 _C_CANONICAL = (
     None
@@ -43,12 +45,117 @@ _C_CANONICAL = (
 
 
 def canonical_json(value: object) -> str:
-    """The canonical JSON text of ``value``: sorted keys, no whitespace, UTF-8 kept."""
+    """The canonical JSON text of ``value``: sorted keys, no whitespace, UTF-8 kept.
+
+    The encoder recurses once per nesting level, so a value that ``json.loads``
+    accepted just under the recursion limit (a tool input nested ~975 deep)
+    could not be re-encoded from a deeper stack: such a value is encoded again
+    by :func:`_canonical_iterative`, which gives the same text at any depth.
+    """
     if type(value) is str:
         return _encode_str(value)
-    if _C_CANONICAL is None:
-        return _CANONICAL.encode(value)
-    return "".join(_C_CANONICAL(value, 0))
+    try:
+        if _C_CANONICAL is None:
+            return _CANONICAL.encode(value)
+        return "".join(_C_CANONICAL(value, 0))
+    except RecursionError:
+        return _canonical_iterative(value)
+
+
+_INF = float("inf")
+
+
+def _float_text(value: float) -> str:
+    """A float as the encoder writes it (``allow_nan``: NaN and Infinity as bare words)."""
+    if value != value:
+        return "NaN"
+    if value in (_INF, -_INF):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+def _after_first(heads: list[str]) -> Iterator[str]:
+    """Each entry's lead-in: its key (if any), after a ``,`` for all but the first."""
+    for i, head in enumerate(heads):
+        yield "," + head if i else head
+
+
+def _key_text(key: object) -> str:
+    """A mapping key as the encoder writes it (before quoting), or its TypeError."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return _float_text(key)
+    if key is True or key is False or key is None:
+        return {True: "true", False: "false", None: "null"}[key]
+    if isinstance(key, int):
+        return int.__repr__(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def _scalar_text(value: object) -> str | None:
+    """The text of a non-container value, None for a list, tuple or dict."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _encode_str(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    if isinstance(value, list | tuple | dict):
+        return None
+    return _scalar_text(_CANONICAL.default(value))  # raises TypeError, as the encoder does
+
+
+def _canonical_iterative(value: object) -> str:
+    """:func:`canonical_json`'s text built with an explicit stack (no recursion at all).
+
+    Mirrors the C encoder's choices: keys sorted as ``sorted(d.items())``
+    sorts them, ``,`` and ``:`` separators, non-ASCII kept, NaN and Infinity
+    as bare words. A container met again inside itself is a ValueError (the
+    C encoder, keeping no markers, would recurse until RecursionError).
+    """
+    out: list[str] = []
+    #: Open containers: (iterator of (separator and key text, item), closing bracket, id).
+    stack: list[tuple[Iterator[tuple[str, object]], str, int]] = []
+    open_ids: set[int] = set()
+    pending: object = value
+    while True:
+        text = _scalar_text(pending)
+        if text is not None:
+            out.append(text)
+        else:
+            ident = id(pending)
+            if ident in open_ids:
+                raise ValueError("Circular reference detected")
+            if isinstance(pending, dict):
+                items = sorted(pending.items())
+                heads = [_encode_str(_key_text(k)) + ":" for k, _ in items]
+                out.append("{")
+                values = [v for _, v in items]
+                stack.append((zip(_after_first(heads), values, strict=True), "}", ident))
+            elif isinstance(pending, list | tuple):
+                out.append("[")
+                seps = _after_first([""] * len(pending))
+                stack.append((zip(seps, pending, strict=True), "]", ident))
+            open_ids.add(ident)
+        while stack:
+            entries_left, closer, ident = stack[-1]
+            step = next(entries_left, None)
+            if step is not None:
+                out.append(step[0])
+                pending = step[1]
+                break
+            out.append(closer)
+            stack.pop()
+            open_ids.discard(ident)
+        else:
+            return "".join(out)
 
 
 def digest(value: object) -> str:

@@ -11,16 +11,21 @@ passing or failing silently. Nothing is ever installed.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.capped import path_refusal
 from engine.errors import Location
 from engine.yamlsrc import LocDict
 
 HARNESS_KINDS = ("package", "service", "adapter", "browser")
+#: What ``Path.exists()`` answers False for (pathlib's own list); others are reported.
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,30 @@ def _pick(dep: dict[str, Any], key: str, default: str) -> str:
     return _text(dep.get("check"), key) or _text(dep, key) or default
 
 
+def _file_problem(raw: str, spec_dir: Path) -> str | None:
+    """Why the ``file`` dependency at ``raw`` is missing, or None when it is there.
+
+    One ``stat``: a path the OS refuses (a NUL byte, an over-long name) is
+    missing with the reason, never an exception out of ``Path.exists()``.
+    """
+    refusal = path_refusal(raw)
+    if refusal is not None:
+        return refusal
+    target = Path(raw) if os.path.isabs(raw) else spec_dir / raw
+    try:
+        st = target.stat()
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return f"{raw} does not exist"
+        return f"{raw} cannot be checked ({exc.strerror or exc})"
+    if raw.endswith("deps.toml") and not stat.S_ISREG(st.st_mode):
+        # A ledger is read by harnesses: a FIFO, device or directory is no ledger.
+        return f"{raw} is not a regular file"
+    if raw.endswith("deps.toml") and st.st_size == 0:
+        return f"{raw} exists but is empty"
+    return None
+
+
 def check_dependency(dep_id: str, dep: dict[str, Any], spec_dir: Path) -> DependencyResult:
     kind = str(dep.get("kind", ""))
     permission = dep.get("permission")
@@ -86,17 +115,9 @@ def check_dependency(dep_id: str, dep: dict[str, Any], spec_dir: Path) -> Depend
         message = f"{program} found on PATH" if found else f"{program} not found on PATH"
     elif kind == "file":
         raw = _pick(dep, "path", dep_id)
-        target = Path(raw) if os.path.isabs(raw) else spec_dir / raw
         method = "file_exists"
-        if not target.exists():
-            status, message = "missing", f"{raw} does not exist"
-        elif raw.endswith("deps.toml") and not target.is_file():
-            # A ledger is read by harnesses: a FIFO, device or directory is no ledger.
-            status, message = "missing", f"{raw} is not a regular file"
-        elif raw.endswith("deps.toml") and target.stat().st_size == 0:
-            status, message = "missing", f"{raw} exists but is empty"
-        else:
-            status, message = "present", f"{raw} exists"
+        problem = _file_problem(raw, spec_dir)
+        status, message = ("missing", problem) if problem else ("present", f"{raw} exists")
     elif kind == "env":
         name = _pick(dep, "env", dep_id)
         present = name in os.environ

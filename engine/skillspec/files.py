@@ -11,10 +11,11 @@ field, with the location of the path value.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
-from engine.capped import CappedReadError, read_capped
+from engine.capped import CappedReadError, path_refusal, read_capped
 from engine.errors import Diagnostic, Location
 from engine.yamlsrc import MAX_BYTES, LocDict
 
@@ -38,6 +39,9 @@ def read_regular_file(path: str | Path, cap: int = MAX_BYTES) -> bytes:
     :func:`engine.capped.read_capped`'s (``cap`` is ``MAX_BYTES``, 4 MiB, like
     a spec itself); this only words its refusal as a short diagnostic phrase.
     """
+    refusal = path_refusal(os.fspath(path))
+    if refusal is not None:
+        raise UnreadableFile(refusal)
     try:
         return read_capped(path, cap)
     except CappedReadError as exc:
@@ -73,16 +77,21 @@ class _Sidecars:
         text = raw.strip()
         if not text or "://" in text or text.startswith("~/") or os.path.isabs(text):
             return  # not a package file: the reference does not look at it
+        refusal = path_refusal(text)
+        if refusal is not None:
+            self.fail(field, refusal, loc, "bad_path")
+            return
         if ".." in Path(text).parts:
             self.fail(field, f"{raw} must stay within the skill folder", loc, "outside_package")
             return
         target = self.spec_dir / text
         try:
             st = target.stat()
-        except OSError as exc:
-            self.fail(field, f"{raw} missing ({exc.strerror or exc})", loc, "missing_file")
+        except (OSError, ValueError) as exc:  # ValueError: joined, the path is still refused
+            reason = getattr(exc, "strerror", None) or str(exc)
+            self.fail(field, f"{raw} missing ({reason})", loc, "missing_file")
             return
-        if not target.is_file():
+        if not stat.S_ISREG(st.st_mode):
             self.fail(field, f"{raw} is not a file", loc, "not_a_file")
         elif non_empty and st.st_size == 0:
             self.fail(field, f"{raw} exists but is empty", loc, "empty_file")

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.capped import path_refusal
 from engine.errors import Diagnostic, InputError, Location
-from engine.jsontext import escape_surrogates
+from engine.jsontext import MAX_DEPTH as MAX_EVENT_DEPTH
+from engine.jsontext import escape_surrogates, nested_deeper_than
 from engine.skillspec.decide import CompiledSpec, Decision
 from engine.skillspec.files import UnreadableFile, read_regular_file
 from engine.skillspec.schema import TRACE_EVENT_KINDS
@@ -102,6 +104,9 @@ def write_decision_trace(
     """Write the decision's events (filtered by ``trace.record``) as a new run, then compact."""
     if not decision.events:
         raise ValueError("decision was made without events=True")
+    refusal = path_refusal(str(root))
+    if refusal is not None:
+        raise InputError(f"cannot write a trace there: {refusal}", title="Bad trace directory")
     try:
         run_id, run_dir = _new_run_dir(Path(root))
         keep = selected_kinds(compiled)
@@ -141,15 +146,22 @@ def _bad_event(path: Path, message: str) -> InputError:
 def read_envelopes(run_dir: Path | str) -> list[dict[str, Any]]:
     """Every event file of a run, sorted by name, each checked for the envelope fields."""
     events_dir = Path(run_dir) / "events"
-    if not events_dir.is_dir():
+    refusal = path_refusal(str(events_dir))
+    if refusal is not None:
+        raise InputError(f"not a trace run directory: {refusal}", title="Bad trace")
+    try:
+        names = sorted(p for p in events_dir.iterdir() if p.suffix == ".json")
+    except OSError:
         raise InputError(
             f"{run_dir}: not a trace run directory (no events/ folder)", title="Bad trace"
-        )
+        ) from None
     out: list[dict[str, Any]] = []
-    for path in sorted(p for p in events_dir.iterdir() if p.suffix == ".json"):
+    for path in names:
         try:
             raw = read_regular_file(path, cap=8 * 1024 * 1024)
             value = json.loads(raw.decode("utf-8"))
+        except RecursionError:
+            raise _bad_event(path, f"nested deeper than {MAX_EVENT_DEPTH} levels") from None
         except UnreadableFile as exc:
             raise _bad_event(path, f"cannot read: {exc.reason}") from None
         except UnicodeDecodeError as exc:
@@ -161,6 +173,10 @@ def read_envelopes(run_dir: Path | str) -> list[dict[str, Any]]:
             raise InputError(str(diag), title="Bad trace event", diagnostics=[diag]) from exc
         except OSError as exc:
             raise _bad_event(path, f"cannot read: {exc.strerror or exc}") from exc
+        if nested_deeper_than(value, MAX_EVENT_DEPTH):
+            # An event this deep was not written by a trace; re-encoding it for
+            # trace.jsonl or comparing it could exhaust the stack.
+            raise _bad_event(path, f"nested deeper than {MAX_EVENT_DEPTH} levels")
         if not isinstance(value, dict):
             raise _bad_event(path, "an event must be a JSON object")
         missing = [key for key in _REQUIRED if key not in value]

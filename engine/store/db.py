@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from engine.capped import path_refusal
 from engine.errors import Diagnostic, InputError, Location
 from engine.store.migrations import migrate
 
@@ -76,6 +77,9 @@ def connect(
     """
     global _last_opened
     target = expand_store_path(path)
+    refusal = path_refusal(str(target))
+    if refusal is not None:  # Path.is_dir() and sqlite3 would raise, not answer
+        raise _error(target, f"cannot open the store: {refusal}", "Bad store path")
     _last_opened = target
     if target.is_dir():
         raise _error(target, "cannot open the store: it is a directory", "Bad store path")

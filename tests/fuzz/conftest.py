@@ -1,9 +1,10 @@
-"""Hypothesis profiles for the fuzz surfaces (issue 13).
+"""Hypothesis profiles for the fuzz surfaces (issues 13 and 22).
 
 ``fuzz-fast`` (the default) keeps the whole fuzz set to well under a minute
 so it runs in every suite; ``slow`` runs at least 10,000 examples per surface
-(rows, rule YAML, spec YAML, decide inputs) in its in-process test, and 1,000
-in each test that goes through a store or a whole CLI run:
+(rows, rule YAML, spec YAML, decide inputs, refused paths, hook payloads,
+serve) in its in-process test, and 1,000 in each test that goes through a
+store or a whole CLI run; and :func:`depth_sweep` then tries every depth:
 
     HYPOTHESIS_PROFILE=slow python -m pytest tests/fuzz -m slow --hypothesis-show-statistics
 
@@ -53,6 +54,20 @@ def fuzz_settings(*, through_store: bool = False) -> settings:
         return settings.get_profile("fuzz-fast")
     examples = SLOW_STORE_EXAMPLES if through_store else SLOW_EXAMPLES
     return settings(settings.get_profile("slow"), max_examples=examples)
+
+
+def depth_sweep(top: int, *, band: int = 150, stride: int = 10) -> list[int]:
+    """The nesting depths a sweep tries, from 1 to ``top`` (issue 22).
+
+    Under ``slow``, every one. Otherwise every depth of the ``band`` just under
+    ``top`` (where a value still parses but re-reading it from a few frames
+    deeper can overflow: the only place the one-depth-wide failing window can
+    be) and every ``stride``-th below it, so the default profile stays fast.
+    """
+    if PROFILE == "slow":
+        return list(range(1, top + 1))
+    edge = max(1, top - band)
+    return [*range(1, edge, stride), *range(edge, top + 1)]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -21,8 +21,18 @@ from engine.journal.rows import COLUMNS, RowError, row_from_mapping
 from engine.journal.writer import Committer, parse_json_row
 from engine.store.db import connect
 from tests.fuzz._cli import assert_clean, run_cli
-from tests.fuzz.conftest import fuzz_settings, scratch_dir
-from tests.fuzz.strategies import NEAR_STRINGS, json_line, json_values, raw_lines, scalars
+from tests.fuzz.conftest import depth_sweep, fuzz_settings, scratch_dir
+from tests.fuzz.strategies import (
+    DEEPEST,
+    NEAR_STRINGS,
+    depths,
+    json_line,
+    json_values,
+    nested_json,
+    nesting_kinds,
+    raw_lines,
+    scalars,
+)
 
 _DIR = scratch_dir("fuzz-rows-")
 _KEYS = st.one_of(st.sampled_from([c for c in COLUMNS if c != "seq"]), st.text(max_size=6))
@@ -40,6 +50,18 @@ rows = st.fixed_dictionaries(
     },
 ).flatmap(lambda base: st.dictionaries(_KEYS, json_values, max_size=2).map(lambda x: {**base, **x}))
 lines = st.one_of(rows.map(json_line), json_values.map(json_line), raw_lines)
+
+
+#: Row fields a nested value is put in: identifiers, a path, an integer, an unknown key.
+DEEP_FIELDS = ["tool", "harness", "path", "n", "extra"]
+
+
+def deep_row(field: str, depth: int, kind: str = "list") -> str:
+    """A tool_call row (one JSON line) with ``field`` nested ``depth`` deep."""
+    return (
+        '{"type":"tool_call","harness":"h1","tool":"bash",'
+        + f'"{field}":{nested_json(depth, kind)}}}'
+    )
 
 
 def _counts(db: Path) -> tuple[int, int]:
@@ -131,3 +153,41 @@ def test_journal_import_is_all_or_nothing(batch: list[Any], bad_at: int) -> None
         assert after - before == len(batch)
     else:
         assert code == 2 and after == before and "nothing was imported" in err
+
+
+def test_a_field_at_every_depth_is_refused_with_a_field() -> None:
+    """Issue 22's sweep: one field at every depth up to past the recursion limit."""
+    for depth in depth_sweep(DEEPEST):
+        for field in DEEP_FIELDS:
+            for line in (deep_row(field, depth), nested_json(depth, "object")):
+                try:
+                    parse_json_row(line, "f.jsonl", 3, with_at=False)
+                except RowError as exc:
+                    assert exc.field and exc.diagnostics[0].location.line == 3
+                else:
+                    raise AssertionError(f"a nested {field} was admitted at depth {depth}")
+
+
+@fuzz_settings(through_store=True)
+@given(st.sampled_from(DEEP_FIELDS), depths, nesting_kinds, st.booleans())
+def test_journal_append_and_import_refuse_a_deep_field(
+    field: str, depth: int, kind: str, through_import: bool
+) -> None:
+    db = _DIR / "deep.db"
+    if not db.exists():
+        connect(db).close()
+    before, refused_before = _counts(db)
+    line = deep_row(field, depth, kind)
+    if through_import:
+        src = _DIR / "deep.jsonl"
+        src.write_text(line + "\n", encoding="utf-8")
+        code, out, err = run_cli(harness, ["journal", "import", str(src), "--store", str(db)])
+        assert_clean(code, out, err)
+        assert code == 2 and ":1:" in err and "nothing was imported" in err
+        assert _counts(db)[0] == before
+    else:
+        argv = ["journal", "append", "--store", str(db), "--json"]
+        code, out, err = run_cli(harness, argv, line + "\n")
+        assert_clean(code, out, err)
+        assert code == 1 and json.loads(out)["admitted"] == 0
+        assert _counts(db) == (before, refused_before + 1)

@@ -17,7 +17,14 @@ from engine.config import RulesConfig
 from engine.rules.loader import compile_rule_file, load_rules
 from tests.fuzz._cli import assert_clean, run_cli
 from tests.fuzz.conftest import fuzz_settings, scratch_dir
-from tests.fuzz.strategies import mutate_lines, yaml_scalars
+from tests.fuzz.strategies import (
+    depths,
+    mutate_lines,
+    nested_yaml,
+    nesting_kinds,
+    yaml_scalars,
+)
+from tests.fuzz.test_fuzz_spec_yaml import yaml_depths
 
 _DIR = scratch_dir("fuzz-rules-")
 CFG = RulesConfig(cost_limit=2_000)
@@ -89,3 +96,52 @@ def test_rules_lint_is_exit_0_or_1_with_a_report(raw: bytes, fmt: str) -> None:
     elif fmt == "sarif":
         results = json.loads(out)["runs"][0]["results"]
         assert bool([r for r in results if r["level"] == "error"]) is (code == 1)
+
+
+#: Where a nested value goes: each of the rule's lines, by key (YAML nesting),
+#: and the CEL condition itself (parentheses, lists and negations nested).
+RULE_KEYS = ["name", "description", "on", "when", "level", "target", "cooldown", "message"]
+CEL_NESTINGS = {
+    "parens": lambda n: "(" * n + "true" + ")" * n,
+    "lists": lambda n: "size(" + "[" * n + "]" * n + ") == 1",
+    "negations": lambda n: "!" * n + "false",
+}
+
+
+def _nested_rule(key: str, depth: int, kind: str) -> str:
+    lines = TEMPLATE.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.startswith(f"{key}:"))
+    lines[i] = f"{key}: {nested_yaml(depth, kind)}"
+    return "\n".join(lines) + "\n"
+
+
+def _cel_rule(nesting: str, depth: int) -> str:
+    lines = [x for x in TEMPLATE.splitlines() if not x.startswith("when:")]
+    return "\n".join([*lines, f"when: '{CEL_NESTINGS[nesting](depth)}'"]) + "\n"
+
+
+def _loads_or_locates(text: str) -> None:
+    res = compile_rule_file(text, "fuzz.yml", "file", CFG)
+    assert res.rules or res.errors
+    assert all(d.location.file == "fuzz.yml" for d in res.errors)
+
+
+def test_every_field_at_every_depth() -> None:
+    """Issue 22's sweep: one rule field (or its condition) nested at each depth."""
+    for depth in yaml_depths():
+        for key in ("when", "message"):
+            _loads_or_locates(_nested_rule(key, depth, "list" if depth % 2 else "object"))
+        for nesting in CEL_NESTINGS:
+            _loads_or_locates(_cel_rule(nesting, depth))
+
+
+@fuzz_settings()
+@given(st.sampled_from(RULE_KEYS), depths, nesting_kinds)
+def test_one_field_nested_at_any_depth(key: str, depth: int, kind: str) -> None:
+    _loads_or_locates(_nested_rule(key, depth, kind))
+
+
+@fuzz_settings()
+@given(st.sampled_from(sorted(CEL_NESTINGS)), depths)
+def test_a_condition_nested_at_any_depth(nesting: str, depth: int) -> None:
+    _loads_or_locates(_cel_rule(nesting, depth))

@@ -14,9 +14,17 @@ from hypothesis import strategies as st
 
 from engine.cli.skillspec import main as skillspec
 from engine.skillspec.load import check_spec
+from engine.yamlsrc import MAX_DEPTH
 from tests.fuzz._cli import assert_clean, run_cli
-from tests.fuzz.conftest import fuzz_settings, scratch_dir
-from tests.fuzz.strategies import mutate_lines, yaml_scalars
+from tests.fuzz.conftest import depth_sweep, fuzz_settings, scratch_dir
+from tests.fuzz.strategies import (
+    DEEPEST,
+    depths,
+    mutate_lines,
+    nested_yaml,
+    nesting_kinds,
+    yaml_scalars,
+)
 
 _DIR = scratch_dir("fuzz-spec-")
 (_DIR / "guide.md").write_text("# Guide\n\n## Usage\ntext\n")
@@ -132,3 +140,70 @@ def test_skillspec_validate_exits_with_a_verdict(raw: bytes, command: str) -> No
     assert_clean(code, out, err)
     assert code in (0, 1)
     assert json.loads(out)["ok"] is (code == 0)
+
+
+#: Depths where YAML handling changes, each tried: our nesting cap and libyaml's own (1000).
+YAML_EDGES = {*range(MAX_DEPTH - 2, MAX_DEPTH + 3), *range(998, 1003)}
+
+
+def yaml_depths() -> list[int]:
+    """Every depth under the slow profile; else the YAML edges and every 97th depth.
+
+    Parsed YAML never nests deeper than ``MAX_DEPTH`` (the builder refuses it), so no
+    window near the recursion limit exists to sweep densely: the Hypothesis tests
+    below draw any depth, and the slow profile sweeps them all.
+    """
+    return sorted(set(depth_sweep(DEEPEST, band=3, stride=97)) | YAML_EDGES)
+
+
+#: Lines whose value can hold any nested value (free-form maps, a schema, a rule's allow)
+#: or must not (a route's rank, a test's input, a rule's prefer).
+NESTABLE = {
+    "  count: 3": "metadata.count",
+    "      max_files: 12": "rules[0].allow.max_files",
+    "    schema: {type: object}": "artifacts.out.schema",
+    "    rank: 10": "routes[0].rank",
+    "    input: call the agent": "tests[0].input",
+    "    prefer: local": "rules[0].prefer",
+}
+
+
+def _nested_spec(line: str, depth: int, kind: str) -> str:
+    key = line.partition(":")[0]
+    return TEMPLATE.replace(line, f"{key}: {nested_yaml(depth, kind)}")
+
+
+def _checks_and_locates(text: str) -> None:
+    path = _DIR / "deep.spec.yml"
+    path.write_text(text)
+    report = check_spec(path)
+    assert report.ok or report.errors
+    assert all(d.location.file == str(path) and d.location.line for d in report.errors)
+
+
+def test_every_field_at_every_depth() -> None:
+    """Issue 22's sweep: one spec field nested at each depth (not just a random few)."""
+    for depth in yaml_depths():
+        for line in NESTABLE:
+            _checks_and_locates(_nested_spec(line, depth, "list" if depth % 2 else "object"))
+
+
+@fuzz_settings()
+@given(st.sampled_from(sorted(NESTABLE)), depths, nesting_kinds)
+def test_one_field_nested_at_any_depth(line: str, depth: int, kind: str) -> None:
+    _checks_and_locates(_nested_spec(line, depth, kind))
+
+
+@fuzz_settings(through_store=True)
+@given(st.sampled_from(sorted(NESTABLE)), depths, st.sampled_from(["validate", "test", "decide"]))
+def test_every_spec_command_answers_a_deep_field(line: str, depth: int, command: str) -> None:
+    path = _DIR / "deep-cli.spec.yml"
+    path.write_text(_nested_spec(line, depth, "list"))
+    argv = {
+        "validate": ["validate", str(path), "--json"],
+        "test": ["test", str(path), "--json"],
+        "decide": ["decide", str(path), "--input", "call the agent", "--json"],
+    }[command]
+    code, out, err = run_cli(skillspec, argv)
+    assert_clean(code, out, err)
+    assert code in (0, 1)

@@ -140,3 +140,54 @@ def test_a_chain_of_thousands_of_imports_is_a_verdict_not_a_recursion_error(
 
     order = check_imports(report.data, path).load_order
     assert len(order) == n and order[0] == f"i{n - 1:05d}" and order[-1] == "i00000"
+
+
+#: Issue 22: each of these reached ``Path.stat()``/``Path.exists()`` and raised
+#: ValueError (NUL) or OSError (ENAMETOOLONG): ``skillspec validate`` exited 70.
+REFUSED = {
+    "nul": '"a\\0b.md"',
+    "long name": "n" * 300 + ".md",
+    "long path": "d/" * 2100 + "f.md",
+}
+
+
+@pytest.mark.parametrize("value", sorted(REFUSED))
+@pytest.mark.parametrize(
+    ("body", "field", "line"),
+    [
+        ("resources:\n  src:\n    path: {v}\n    role: source_material\n", "resources.src", 12),
+        (
+            "code:\n  gen:\n    language: py\n    kind: transform\n    source:\n      file: {v}\n",
+            "code.gen.source.file",
+            15,
+        ),
+        (
+            "dependencies:\n  dependency_ledger:\n    kind: file\n    path: {v}\n",
+            "dependencies.dependency_ledger",
+            13,
+        ),
+        ("imports:\n  guide:\n    path: {v}\n    role: reference\n", "imports.guide.path", 12),
+    ],
+)
+def test_a_path_the_os_refuses_is_a_located_error_in_the_real_program(
+    tmp_path: Path, value: str, body: str, field: str, line: int
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    path = spec(tmp_path, body.format(v=REFUSED[value]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli.skillspec", "validate", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin"},
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    errors = json.loads(proc.stdout)["errors"]
+    (error,) = [e for e in errors if e["path"] == field and e["line"] == line] or [errors]
+    # An import path's NUL is refused earlier, as shell syntax ('\x00' is not expanded).
+    assert any(word in error["message"] for word in ("NUL", "too long", "\\x00"))

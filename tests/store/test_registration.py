@@ -16,8 +16,9 @@ from engine.store.migrations import Migration, MigrationError, migrate, register
 from engine.views.store_schema import FULL_SCHEMA, register_full_schema
 from tests.conftest import ROOT
 
-#: The store may use the foundations that import nothing of the engine: errors and Record.
-ALLOWED_BELOW_STORE = ("engine.store", "engine.errors", "engine.record")
+#: The store may use the foundations that import nothing of the engine: errors, Record and
+#: capped (whose ``path_refusal`` the store asks before opening a path).
+ALLOWED_BELOW_STORE = ("engine.store", "engine.errors", "engine.record", "engine.capped")
 #: The program's latest schema version: whatever the full schema ends with.
 LATEST = FULL_SCHEMA[-1].version
 
