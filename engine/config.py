@@ -429,12 +429,20 @@ def parse_config(text: str, file: str = "harness.toml") -> HarnessConfig:
         store_path=(_expand(store_path) or Path(store_path)) if store_path else None,
         retention_days=retention if isinstance(retention, int) else DEFAULT_RETENTION_DAYS,
         rules=rules,
-        rule_miners=tuple(memory.get("rule_miners", ())),
+        rule_miners=_strings(memory, "rule_miners"),
         policy_repos=_parse_repos(raw),
-        console_specs=tuple(_table(raw, "console").get("specs", ())),
+        console_specs=_strings(_table(raw, "console"), "specs"),
         serve=serve,
         console_stale_after_ms=stale_ms,
     )
+
+
+def _strings(table: dict[str, Any], key: str) -> tuple[str, ...]:
+    """An array of strings (the schema reported anything else: then nothing is used)."""
+    value = table.get(key, ())
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return ()
 
 
 def _parse_rules(rules_raw: dict[str, Any], checker: _Checker) -> RulesConfig:
@@ -455,8 +463,8 @@ def _parse_rules(rules_raw: dict[str, Any], checker: _Checker) -> RulesConfig:
                     checker.bad(f"memory.rules.actions.{name}", "argv template must not be empty")
                 actions[name] = tuple(str(a) for a in argv)
     return RulesConfig(
-        enforce=tuple(rules_raw.get("enforce", ())),
-        disable=tuple(rules_raw.get("disable", ())),
+        enforce=_strings(rules_raw, "enforce"),
+        disable=_strings(rules_raw, "disable"),
         shadow_period_ms=shadow_ms,
         cost_limit=cost_limit if isinstance(cost_limit, int) else DEFAULT_COST_LIMIT,
         actions=actions,

@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine.config import MAX_CONFIG_BYTES, load_config, resolve_store
+from engine.config import MAX_CONFIG_BYTES, load_config, parse_config, resolve_store
 from engine.errors import InputError
 
 
@@ -95,3 +97,41 @@ def test_good_paths_still_expand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     cfg = tmp_path / "harness.toml"
     cfg.write_text('[store]\npath = "~/j.db"\n')
     assert load_config(cfg).store_path == tmp_path / "j.db"
+
+
+_TOML_VALUES = st.one_of(
+    st.integers(-3, 3).map(str),
+    st.sampled_from(['"x"', '"72h"', '""', "true", "[]", '["a"]', "[1, 2]", '"~nouser/x"', "{}"]),
+)
+_KEYS = {
+    "store": ["path", "retention_days", "extra"],
+    "memory.rules": ["enforce", "disable", "shadow_period", "cost_limit"],
+    "memory.rules.actions": ["notify", "stop"],
+    "memory": ["rule_miners"],
+    "console": ["specs", "stale_after"],
+    "serve": ["listen", "loop_guard", "gate_wait", "merge_wait", "max_connections", "token_file"],
+    "policy_repo.p": ["path", "url", "branch"],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(sorted(_KEYS)).flatmap(
+            lambda table: st.tuples(st.just(table), st.sampled_from(_KEYS[table]), _TOML_VALUES)
+        ),
+        max_size=8,
+        unique_by=lambda t: (t[0], t[1]),
+    )
+)
+def test_any_value_of_any_known_key_is_a_config_or_a_located_error(
+    entries: list[tuple[str, str, str]],
+) -> None:
+    tables: dict[str, list[str]] = {}
+    for table, key, value in entries:
+        tables.setdefault(table, []).append(f"{key} = {value}")
+    text = "".join(f"[{t}]\n" + "\n".join(lines) + "\n" for t, lines in tables.items())
+    try:
+        parse_config(text, "h.toml")
+    except InputError as exc:
+        assert exc.diagnostics and all(d.location.file == "h.toml" for d in exc.diagnostics)
