@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config import HarnessConfig
-from engine.journal.queue import JournalWriter, Ticket
+from engine.errors import InputError
+from engine.journal.errors import StoreUnavailable
+from engine.journal.queue import JournalWriter, Ticket, store_error_is_fatal
 from engine.journal.rows import InsertRow
 from engine.journal.writer import add_counter
 from engine.rules.lease import Lease, serve
@@ -113,6 +115,45 @@ class WriterJournal:
                 latest[harness] = seq
 
 
+class ServeRecall(StoreRecall):
+    """:class:`StoreRecall` on serve's readers: a store error is "cannot store now" (503).
+
+    The read connection that failed is dropped, so the next question opens the
+    store anew (after an I/O error the old descriptor may never work again).
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        loop_guard: int,
+        drop: Callable[[], None],
+    ) -> None:
+        super().__init__(connect, loop_guard)
+        self.drop = drop
+
+    def run_started(self, harness: str, run: str) -> bool:
+        try:
+            return super().run_started(harness, run)
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc) from None
+
+    def streak(self, harness: str, run: str | None) -> tuple[str, str, int] | None:
+        try:
+            return super().streak(harness, run)
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc) from None
+
+    def editors(self, path: str, since_ms: int) -> dict[str, int]:
+        try:
+            return super().editors(path, since_ms)
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        self.drop()
+        return StoreUnavailable(f"cannot read the store: {exc}")
+
+
 class WatermarkGate:
     """The gate's port in serve: wait for the evaluator to see the harness's rows, then read."""
 
@@ -123,26 +164,37 @@ class WatermarkGate:
         reader: Callable[[], sqlite3.Connection],
         acting: Callable[[], bool],
         wait_s: float,
+        drop_reader: Callable[[], None] = lambda: None,
     ) -> None:
         self.journal = journal
         self.watermark = watermark
         self.reader = reader
         self.acting = acting
         self.wait_s = wait_s
+        self.drop_reader = drop_reader
 
     def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
         target = self.journal.latest.get(harness, 0)
         try:
             late = self.watermark.seq < target and not self._wait(target)
         except sqlite3.Error as exc:
+            self.drop_reader()
             raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None
         try:
             return read_state(self.reader(), harness, run, holds=holds), late
         except GateUnavailable as exc:
-            if not exc.busy:
+            # One more try: after a brief wait when the store was locked (a checkpoint
+            # can lock briefly), else on a new connection (the old one may have met an
+            # I/O error on a disk that has come back since).
+            if exc.busy:
+                time.sleep(0.05)
+            else:
+                self.drop_reader()
+            try:
+                return read_state(self.reader(), harness, run, holds=holds), late
+            except GateUnavailable:
+                self.drop_reader()
                 raise
-            time.sleep(0.05)  # one more try after a brief wait: a checkpoint can lock briefly
-            return read_state(self.reader(), harness, run, holds=holds), late
 
     def _wait(self, target: int) -> bool:
         if self.acting():
@@ -184,6 +236,7 @@ class ServeRuntime:
         self.sources = sources
         self._evaluator: Any = None
         self._reload = False
+        self._steps = 0  # evaluator steps taken (a step means the store reads)
         self.metrics = metrics
         self.writer = JournalWriter(store, capacity=queue_capacity)
         self.evaluate = evaluate
@@ -207,10 +260,15 @@ class ServeRuntime:
             Deriver(
                 loop_guard=serve_cfg.loop_guard, collision_window_ms=serve_cfg.collision_window_ms
             ),
-            StoreRecall(self.reader, serve_cfg.loop_guard),
+            ServeRecall(self.reader, serve_cfg.loop_guard, self.drop_reader),
         )
         gate = WatermarkGate(
-            self.journal, self.watermark, self.reader, self.acting, serve_cfg.gate_wait_ms / 1000
+            self.journal,
+            self.watermark,
+            self.reader,
+            self.acting,
+            serve_cfg.gate_wait_ms / 1000,
+            self.drop_reader,
         )
         default = store == config.resolved_store_path()
         self.hooks = HookHandler(
@@ -305,6 +363,7 @@ class ServeRuntime:
         try:
             self.reader().execute("SELECT MAX(seq) FROM rule_journal").fetchone()
         except sqlite3.Error as exc:
+            self.drop_reader()  # the next check opens the store anew
             return f"cannot read the store: {exc}"
         return None
 
@@ -320,15 +379,49 @@ class ServeRuntime:
                 self._readers.append(conn)
         return conn
 
+    def drop_reader(self) -> None:
+        """Close this thread's read connection after a store error; the next read reopens."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._readers_lock:
+            if conn in self._readers:
+                self._readers.remove(conn)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def store_metrics(self) -> str:
+        """The store's Prometheus families (``harness metrics``), read on this thread."""
+        from engine.rules.metrics import collect, render_prometheus
+
+        try:
+            return render_prometheus(collect(self.reader()))
+        except sqlite3.Error:
+            self.drop_reader()
+            raise
+
     # -- threads -------------------------------------------------------------
     def _evaluate(self) -> None:
         """Act while holding the lease; back off and rebuild on a store error."""
         pause = EVAL_BACKOFF_S[0]
+        corrupt = 0  # attempts in a row that found the store corrupt, none evaluating a row
         while not self._stop.is_set():
+            steps = self._steps
             try:
                 self._evaluate_once()
                 return
-            except sqlite3.OperationalError as exc:
+            except (sqlite3.Error, InputError) as exc:
+                if isinstance(exc, InputError) and not isinstance(exc.__context__, sqlite3.Error):
+                    self.evaluator_error = exc  # not a store fault: nothing to wait for
+                    return
+                # A connection that met an I/O error may call the store malformed:
+                # corrupt only when a new connection finds it so too.
+                fatal = store_error_is_fatal(exc)
+                corrupt = corrupt + 1 if fatal and self._steps == steps else int(fatal)
+                if corrupt >= 2:
+                    self.evaluator_error = exc
+                    return
                 self.evaluator_failure = f"{exc}"
                 self._stop.wait(pause)
                 pause = min(pause * 2, EVAL_BACKOFF_S[1])
@@ -356,6 +449,7 @@ class ServeRuntime:
                 conn.close()
 
     def _stepped(self, result: object) -> None:
+        self._steps += 1
         cursor = getattr(result, "cursor", None)
         if isinstance(cursor, int):
             self.watermark.advance(cursor)

@@ -122,7 +122,7 @@ async def _serve(
     from engine.serve.app import MAX_HEADER_LINE, build_app
     from engine.serve.listener import Listener, quiet_logs
     from engine.serve.metrics import ServeMetrics
-    from engine.serve.runtime import ServeRuntime
+    from engine.serve.runtime import ACK_TIMEOUT_S, ServeRuntime
 
     # The event loop shares the GIL with the committer and evaluator threads; a
     # shorter switch interval bounds how long a request waits for it.
@@ -141,7 +141,9 @@ async def _serve(
         max_field_size=MAX_HEADER_LINE,
         keepalive_timeout=KEEPALIVE_S,
         auto_decompress=False,  # /v1/logs decompresses itself, capped at max_body
-        shutdown_timeout=1.0,
+        # Requests in flight at SIGTERM get their answer (200, or 503 once their
+        # acknowledge timeout passes) instead of a closed connection.
+        shutdown_timeout=ACK_TIMEOUT_S + 1.0,
     )
     await runner.setup()
     assert runner.server is not None
