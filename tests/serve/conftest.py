@@ -153,13 +153,15 @@ def start_serve(
     listen: str = "127.0.0.1:0",
     token: str | None = None,
     extra: tuple[str, ...] = (),
+    store: Path | None = None,
 ) -> Serve:
+    """Serve on ``store`` (default ``tmp/journal.db``); its config, rules and log in ``tmp``."""
     policy = tmp / "policy"
     policy.mkdir(exist_ok=True)
     (policy / "serve_test_hold.yml").write_text(HOLD_RULE)
     (policy / "serve_test_stop.yml").write_text(STOP_RULE)
     env = serve_env(tmp, config)
-    store = tmp / "journal.db"
+    store = store or tmp / "journal.db"
     log = tmp / "serve.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
