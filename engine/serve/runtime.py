@@ -1,17 +1,17 @@
-"""The long-running parts of ``harness serve`` and the ports its use cases plug into.
+"""The long-running parts of ``harness serve``: writer, evaluator, readers, use cases.
 
-- The writer is :class:`engine.journal.queue.JournalWriter`; :class:`WriterJournal`
-  hands it each request's rows as one ticket and acknowledges only after the
-  group commit that stored them, remembering each harness's newest seq.
+- The writer is :class:`engine.journal.queue.JournalWriter`, plugged into the
+  use cases as :class:`~engine.serve.adapters.WriterJournal` (acknowledged
+  after the group commit); the gate is
+  :class:`~engine.serve.adapters.WatermarkGate` (read-your-writes).
 - The evaluator runs :func:`engine.rules.lease.serve` on its own thread and
   connection behind the store lease (holder ``serve@…``), woken by every
-  commit; after each step it advances the :class:`Watermark`, the seq up to
-  which it has evaluated. A store error (locked, full, I/O) makes it back off
-  and rebuild, not die.
-- :class:`WatermarkGate` is the gate's read-your-writes: a hook waits until the
-  watermark reaches its harness's newest seq (at most ``[serve] gate_wait``),
-  then reads holds and stops on this thread's read-only connection. When
-  another process holds the lease, the store's cursor is the watermark.
+  commit; after each step it advances the
+  :class:`~engine.serve.adapters.Watermark`, the seq up to which it has
+  evaluated. A store error (locked, full, read-only, I/O) makes it back off
+  and rebuild on a new connection, not die.
+- Readers: one read-only connection per thread, dropped after a store error
+  and opened anew on the next read.
 - A flusher thread copies serve's persisted counters into the store every
   second (``journal_counters``, ``serve_*``) for ``harness doctor``.
 - :attr:`ServeRuntime.fatal` names what serve cannot recover from (the store
@@ -36,18 +36,21 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import HarnessConfig
 from engine.errors import InputError
-from engine.journal.errors import StoreUnavailable
-from engine.journal.queue import JournalWriter, Ticket, store_error_is_fatal
-from engine.journal.rows import InsertRow
+from engine.journal.queue import JournalWriter, store_error_is_fatal
 from engine.journal.writer import add_counter
 from engine.rules.lease import Lease, serve
+from engine.serve.adapters import (
+    ServeRecall,
+    Watermark,
+    WatermarkGate,
+    WriterJournal,
+)
 from engine.serve.calls import CallBook
 from engine.serve.derive import Deriver
 from engine.serve.handler import HookHandler
 from engine.serve.metrics import ServeMetrics
-from engine.serve.recall import StoreRecall
 from engine.serve.receiver import OtlpReceiver
-from engine.serve.verdict import GateState, GateUnavailable, read_state, release_command
+from engine.serve.verdict import release_command
 from engine.store.db import connect
 from engine.store.txn import immediate
 
@@ -56,8 +59,6 @@ if TYPE_CHECKING:
 
 READ_BUSY_MS = 2_000
 HOLDER_PREFIX = "serve@"
-#: How long a request waits for the commit of its rows before it is told 503.
-ACK_TIMEOUT_S = 2.0
 #: Workers for hook and OTLP requests (each waits for its commit and the gate).
 WORKERS = 64
 #: The evaluator's back-off after a store error, seconds (doubles up to the second).
@@ -71,148 +72,6 @@ def _wall_ms() -> int:
 def _say(line: str) -> None:
     sys.stderr.write(f"harness serve: {line}\n")
     sys.stderr.flush()
-
-
-class Watermark:
-    """The seq up to which serve's evaluator has evaluated, and a way to wait for it."""
-
-    def __init__(self) -> None:
-        self.seq = 0
-        self._cond = threading.Condition()
-
-    def advance(self, seq: int) -> None:
-        with self._cond:
-            if seq > self.seq:
-                self.seq = seq
-                self._cond.notify_all()
-
-    def wait_for(self, target: int, timeout: float) -> bool:
-        """Whether the watermark reached ``target`` within ``timeout`` seconds."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.seq >= target, timeout)
-
-
-class WriterJournal:
-    """Serve's journal port: group commit, acknowledged after it, newest seq per harness."""
-
-    def __init__(self, writer: JournalWriter, timeout_s: float = ACK_TIMEOUT_S) -> None:
-        self.writer = writer
-        self.timeout_s = timeout_s
-        #: harness -> the newest seq committed for it (the gate's read-your-writes target)
-        self.latest: dict[str, int] = {}
-
-    def submit(self, rows: Sequence[InsertRow]) -> object:
-        return self.writer.submit(rows)
-
-    def acknowledge(self, token: object) -> None:
-        assert isinstance(token, Ticket)
-        self.writer.acknowledge(token, self.timeout_s)
-        latest = self.latest
-        for offset, row in enumerate(token.rows):
-            harness = row[4]
-            seq = token.first_seq + offset
-            if latest.get(harness, 0) < seq:
-                latest[harness] = seq
-
-
-class ServeRecall(StoreRecall):
-    """:class:`StoreRecall` on serve's readers: a store error is "cannot store now" (503).
-
-    The read connection that failed is dropped, so the next question opens the
-    store anew (after an I/O error the old descriptor may never work again).
-    """
-
-    def __init__(
-        self,
-        connect: Callable[[], sqlite3.Connection],
-        loop_guard: int,
-        drop: Callable[[], None],
-    ) -> None:
-        super().__init__(connect, loop_guard)
-        self.drop = drop
-
-    def run_started(self, harness: str, run: str) -> bool:
-        try:
-            return super().run_started(harness, run)
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
-
-    def streak(self, harness: str, run: str | None) -> tuple[str, str, int] | None:
-        try:
-            return super().streak(harness, run)
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
-
-    def editors(self, path: str, since_ms: int) -> dict[str, int]:
-        try:
-            return super().editors(path, since_ms)
-        except sqlite3.Error as exc:
-            raise self._unavailable(exc) from None
-
-    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
-        self.drop()
-        return StoreUnavailable(f"cannot read the store: {exc}")
-
-
-class WatermarkGate:
-    """The gate's port in serve: wait for the evaluator to see the harness's rows, then read."""
-
-    def __init__(
-        self,
-        journal: WriterJournal,
-        watermark: Watermark,
-        reader: Callable[[], sqlite3.Connection],
-        acting: Callable[[], bool],
-        wait_s: float,
-        drop_reader: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.journal = journal
-        self.watermark = watermark
-        self.reader = reader
-        self.acting = acting
-        self.wait_s = wait_s
-        self.drop_reader = drop_reader
-
-    def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
-        target = self.journal.latest.get(harness, 0)
-        try:
-            late = self.watermark.seq < target and not self._wait(target)
-        except sqlite3.Error as exc:
-            self.drop_reader()
-            raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None
-        try:
-            return read_state(self.reader(), harness, run, holds=holds), late
-        except GateUnavailable as exc:
-            # One more try: after a brief wait when the store was locked (a checkpoint
-            # can lock briefly), else on a new connection (the old one may have met an
-            # I/O error on a disk that has come back since).
-            if exc.busy:
-                time.sleep(0.05)
-            else:
-                self.drop_reader()
-            try:
-                return read_state(self.reader(), harness, run, holds=holds), late
-            except GateUnavailable:
-                self.drop_reader()
-                raise
-
-    def _wait(self, target: int) -> bool:
-        if self.acting():
-            return self.watermark.wait_for(target, self.wait_s)
-        deadline = time.monotonic() + self.wait_s  # another process acts: watch its cursor
-        from engine.rules.schema import LIVE_CURSOR
-
-        while True:
-            row = (
-                self.reader()
-                .execute("SELECT seq FROM rule_cursor WHERE name = ?", (LIVE_CURSOR,))
-                .fetchone()
-            )
-            if row is not None and int(row[0]) >= target:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.002)
 
 
 class ServeRuntime:

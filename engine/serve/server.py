@@ -119,10 +119,11 @@ async def _serve(
 ) -> int:
     from aiohttp import web
 
+    from engine.serve.adapters import ACK_TIMEOUT_S
     from engine.serve.app import MAX_HEADER_LINE, build_app
     from engine.serve.listener import Listener, quiet_logs
     from engine.serve.metrics import ServeMetrics
-    from engine.serve.runtime import ACK_TIMEOUT_S, ServeRuntime
+    from engine.serve.runtime import ServeRuntime
 
     # The event loop shares the GIL with the committer and evaluator threads; a
     # shorter switch interval bounds how long a request waits for it.
@@ -132,7 +133,7 @@ async def _serve(
     app = build_app(
         runtime, token=token, max_body=config.serve.max_body, allowed_hosts=_hosts(listen)
     )
-    quiet_logs()
+    quiet_logs(runtime.metrics.add)
     runner = web.AppRunner(
         app,
         access_log=None,

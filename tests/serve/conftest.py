@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,8 +154,12 @@ def start_serve(
     token: str | None = None,
     extra: tuple[str, ...] = (),
     store: Path | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> Serve:
-    """Serve on ``store`` (default ``tmp/journal.db``); its config, rules and log in ``tmp``."""
+    """Serve on ``store`` (default ``tmp/journal.db``); its config, rules and log in ``tmp``.
+
+    ``preexec`` runs in the child before serve starts (e.g. to lower its file limit).
+    """
     policy = tmp / "policy"
     policy.mkdir(exist_ok=True)
     (policy / "serve_test_hold.yml").write_text(HOLD_RULE)
@@ -182,6 +186,7 @@ def start_serve(
             stderr=subprocess.STDOUT,
             env=env,
             cwd=tmp,
+            preexec_fn=preexec,
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
