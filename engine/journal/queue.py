@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Final
 
 import engine.journal.schema  # noqa: F401  (hands the journal's tables to the store)
+from engine.errors import InputError
 from engine.journal.errors import StoreUnavailable
 from engine.journal.rows import InsertRow
 from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
@@ -125,7 +126,7 @@ class Ticket:
     only the writer changes it, under its lock.
     """
 
-    __slots__ = ("done", "error", "first_seq", "last_seq", "rows", "state")
+    __slots__ = ("done", "error", "expired", "first_seq", "last_seq", "rows", "state")
 
     def __init__(self, rows: list[InsertRow]) -> None:
         self.rows = rows
@@ -133,6 +134,8 @@ class Ticket:
         self.first_seq = 0
         self.last_seq = 0
         self.error: str | None = None
+        #: Its client stopped waiting mid-attempt: a failed attempt withdraws it, not retries it.
+        self.expired = False
         self.done = threading.Event()
 
 
@@ -257,7 +260,8 @@ class JournalWriter:
         When it is not committed within ``timeout`` seconds and still waits in
         the queue it is withdrawn (never stored) and StoreUnavailable names
         why; when the committer is mid-attempt with it, that attempt's outcome
-        decides (one attempt is bounded by its busy timeout).
+        decides (one attempt is bounded by its busy timeout): committed, it is
+        acknowledged; failed, it is withdrawn instead of being retried.
         """
         if not ticket.rows:
             return 0
@@ -266,10 +270,9 @@ class JournalWriter:
                 if ticket.state == _QUEUED:
                     self._queue.remove(ticket)
                     self._size -= len(ticket.rows)
-                    self.withdrawn += len(ticket.rows)
-                    ticket.state = _WITHDRAWN
-                    why = self._failure or f"not committed within {timeout:g}s"
-                    raise StoreUnavailable(f"rows not stored: {why}")
+                    self._withdraw(ticket, self._failure or f"not committed within {timeout:g}s")
+                else:
+                    ticket.expired = True
             ticket.done.wait()
         if ticket.error is not None:
             raise StoreUnavailable(f"rows not stored: {ticket.error}")
@@ -362,11 +365,25 @@ class JournalWriter:
             drops, self._dropped_unflushed = self._dropped_unflushed, 0
             return items, drops, self._closing and not self._queue
 
+    def _withdraw(self, ticket: Ticket, why: str) -> None:
+        """Answer ``ticket``, no longer queued, "not stored" (under the lock)."""
+        ticket.state = _WITHDRAWN
+        ticket.error = why
+        self.withdrawn += len(ticket.rows)
+        ticket.done.set()
+
     def _put_back(self, items: list[object], drops: int) -> None:
-        """A failed batch goes back to the head of the queue, in its order."""
+        """A failed batch goes back to the head of the queue, in its order.
+
+        A ticket whose client stopped waiting during the attempt is withdrawn
+        instead: its client is told "not stored", so it must never be stored.
+        """
         with self._lock:
             for item in reversed(items):
                 if isinstance(item, Ticket):
+                    if item.expired:
+                        self._withdraw(item, self._failure or "not committed in time")
+                        continue
                     item.state = _QUEUED
                     self._size += len(item.rows)
                 elif isinstance(item, _Checked):
@@ -385,11 +402,15 @@ class JournalWriter:
                 items, drops, last = self._take()
                 minute = self.clock() // MINUTE_MS
                 if items or drops or (self.ticks and minute != last_minute):
+                    fresh = committer is None
                     try:
                         committer = committer or self._open()
                         self._commit(committer, items, drops)
                     except (sqlite3.Error, OSError) as exc:
-                        if _fatal(exc):
+                        # A connection that met an I/O error may call the store
+                        # malformed; only a fresh connection's word is believed.
+                        if fresh and store_error_is_fatal(exc):
+                            self._put_back(items, drops)  # then answered "not stored"
                             raise
                         self._failed(committer, items, drops, exc)
                         committer = None
@@ -410,7 +431,11 @@ class JournalWriter:
                 committer.conn.close()
 
     def _open(self) -> Committer:
-        conn = connect(self.store, check_same_thread=True)
+        try:
+            conn = connect(self.store, check_same_thread=True)
+        except InputError as exc:  # the store cannot be opened now: SQLite's error, or the OS's
+            cause = exc.__context__
+            raise cause if isinstance(cause, sqlite3.Error) else OSError(str(exc)) from None
         conn.execute(f"PRAGMA busy_timeout = {ATTEMPT_BUSY_MS}")
         return Committer(conn, clock=self.clock, ticks=self.ticks)
 
@@ -474,11 +499,8 @@ class JournalWriter:
             kept: deque[object] = deque()
             for item in self._queue:
                 if isinstance(item, Ticket):
-                    item.state = _WITHDRAWN
-                    item.error = why
                     self._size -= len(item.rows)
-                    self.withdrawn += len(item.rows)
-                    item.done.set()
+                    self._withdraw(item, why)
                 else:
                     kept.append(item)
             self._queue = kept
@@ -491,8 +513,15 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _fatal(exc: BaseException) -> bool:
-    """A store that is no store any more: retrying cannot help, a restart may."""
+def store_error_is_fatal(exc: BaseException) -> bool:
+    """A store that is no store any more (corrupt): retrying cannot help, a restart may.
+
+    Locked, busy, full, read-only and I/O errors are not: they pass. An
+    :class:`~engine.errors.InputError` from :func:`~engine.store.db.connect`
+    is judged by the SQLite error it translated.
+    """
+    if isinstance(exc, InputError) and isinstance(exc.__context__, sqlite3.Error):
+        exc = exc.__context__
     text = str(exc).lower()
     return isinstance(exc, sqlite3.DatabaseError) and any(word in text for word in _FATAL)
 

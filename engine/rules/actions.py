@@ -34,13 +34,34 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+class _Refused(Exception):
+    """An action not executed (its argv is unsafe); recorded as an error."""
+
+
+class UnsafeArgument(ValueError):
+    """A filled-in value would have turned an argument into an option (it starts with ``-``)."""
+
+
 def render_argv(
     template: tuple[str, ...] | list[str], values: Mapping[str, str]
 ) -> tuple[str, ...]:
-    """Fill placeholders in each argv element; unknown ``{x}`` stays literal."""
-    return tuple(
+    """Fill placeholders in each argv element; unknown ``{x}`` stays literal.
+
+    Each element stays one argument whatever a value holds (spaces, quotes,
+    ``;``): there is no shell and no splitting. A value never makes an
+    argument an option: an element that the template does not start with
+    ``-`` but that starts with ``-`` once filled is refused (UnsafeArgument).
+    Identifiers cannot start with ``-``; a message or a number can.
+    """
+    argv = tuple(
         _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), "")), part) for part in template
     )
+    for i, (part, filled) in enumerate(zip(template, argv, strict=True)):
+        if filled.startswith("-") and not part.startswith("-"):
+            raise UnsafeArgument(
+                f"argument {i} ({part!r}) would start with '-' once filled in, read as an option"
+            )
+    return argv
 
 
 def render_message(template: str, row: Mapping[str, object]) -> str:
@@ -116,7 +137,11 @@ class ActionRunner:
             return None
         if self.conn.in_transaction:
             raise RuntimeError("actions run only after the fire's transaction committed")
-        argv = render_argv(template, req.values())
+        try:
+            argv = render_argv(template, req.values())
+            unsafe = None
+        except UnsafeArgument as exc:
+            argv, unsafe = tuple(template), f"not run: {exc}"
         started = self.clock()
         cur = self.conn.execute(
             "INSERT OR IGNORE INTO rule_actions (fire_id, action, argv, status, started_at) "
@@ -138,6 +163,8 @@ class ActionRunner:
         exit_status: int | None = None
         error: str | None = None
         try:
+            if unsafe is not None:
+                raise _Refused(unsafe)
             proc = subprocess.run(
                 list(argv),
                 shell=False,
@@ -152,6 +179,8 @@ class ActionRunner:
                 tail = proc.stderr.decode("utf-8", "replace").strip()[-MAX_ERROR_CHARS:]
                 error = f"exit status {proc.returncode}" + (f": {tail}" if tail else "")
             status = "ok" if proc.returncode == 0 else "failed"
+        except _Refused as exc:
+            status, error = "error", str(exc)
         except subprocess.TimeoutExpired:
             status, error = "error", f"timed out after {self.timeout_s:g}s (killed)"
         except OSError as exc:

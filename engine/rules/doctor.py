@@ -185,13 +185,14 @@ def _fact_checks(
         if k.startswith("serve_") and v
     }
     if serve or (facts.lease is not None and facts.lease.holder.startswith("serve@")):
-        problems = ("gate_errors", "rows_dropped", "rows_refused", "records_rejected")
+        problems = ("gate_errors", "store_unavailable", "rows_refused", "records_rejected")
         checks.append(
             Check(
                 "serve",
                 WARN if any(serve.get(p) for p in problems) else OK,
                 f"{serve.get('gate_errors', 0)} gate answer(s) failed on a store error (HTTP 503), "
-                f"{serve.get('rows_dropped', 0)} row(s) dropped (queue full), "
+                f"{serve.get('store_unavailable', 0)} request(s) not stored: the store could not "
+                "be written (HTTP 503), "
                 f"{serve.get('rows_refused', 0)} refused, "
                 f"{serve.get('records_rejected', 0)} OTLP record(s) rejected",
                 tuple(f"{k}: {v}" for k, v in sorted(serve.items())),

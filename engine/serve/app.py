@@ -222,13 +222,9 @@ class Routes:
         return web.json_response(reply.answer)
 
     async def get_metrics(self, request: web.Request) -> web.StreamResponse:
-        from engine.rules.metrics import collect, render_prometheus
-
         loop = asyncio.get_running_loop()
         try:
-            store_text = await loop.run_in_executor(
-                self.runtime.pool, lambda: render_prometheus(collect(self.runtime.reader()))
-            )
+            store_text = await loop.run_in_executor(self.runtime.pool, self.runtime.store_metrics)
         except Exception as exc:  # the store's figures are missing; serve's own still show
             store_text = f"# store figures unavailable: {type(exc).__name__}\n"
         return web.Response(

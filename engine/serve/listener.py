@@ -155,16 +155,27 @@ class _OneLine(logging.Handler):
 
     aiohttp's messages for a malformed request quote the request's bytes (an
     ``Authorization`` header among them), so only the exception's class is
-    written. Bursts beyond :data:`LOG_BURST` a second are counted, then said.
+    written. Each malformed request is one line and one count
+    (``malformed_requests``), also the non-HTTP first line (a TLS handshake, a
+    port scan) that aiohttp reports only at debug level. Other debug records
+    are not written. Bursts beyond :data:`LOG_BURST` a second are counted,
+    then said.
     """
 
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
+    def __init__(self, count: Callable[[str], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = count
         self.second = 0
         self.lines = 0
         self.suppressed = 0
 
     def emit(self, record: logging.LogRecord) -> None:
+        info = record.exc_info
+        malformed = info is not None and _malformed(info[0])
+        if malformed:
+            self.count("malformed_requests")
+        elif record.levelno < logging.INFO:
+            return
         now = int(time.monotonic())
         if now != self.second:
             if self.suppressed:
@@ -172,6 +183,11 @@ class _OneLine(logging.Handler):
             self.second, self.lines, self.suppressed = now, 0, 0
         self.lines += 1
         if self.lines > LOG_BURST:
+            if not self.suppressed:
+                sys.stderr.write(
+                    f"harness serve: over {LOG_BURST} log lines this second; the rest are "
+                    "counted and said in the next second\n"
+                )
             self.suppressed += 1
             return
         kind = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
@@ -184,13 +200,24 @@ def _first_word(msg: object) -> str:
     return text.split()[0].strip(":%s") if text else "event"
 
 
-def quiet_logs() -> None:
-    """Route aiohttp's and asyncio's loggers through :class:`_OneLine` (idempotent)."""
-    handler = _OneLine()
+def _malformed(kind: type[BaseException] | None) -> bool:
+    """Whether an exception class is aiohttp's verdict on a malformed request."""
+    from aiohttp.http_exceptions import HttpProcessingError
+
+    return kind is not None and issubclass(kind, HttpProcessingError)
+
+
+def quiet_logs(count: Callable[[str], None] = lambda _name: None) -> None:
+    """Route aiohttp's and asyncio's loggers through :class:`_OneLine` (idempotent).
+
+    ``count`` is told ``malformed_requests`` for each malformed request (metrics).
+    """
+    handler = _OneLine(count)
     for name in ("aiohttp", "asyncio"):
         logger = logging.getLogger(name)
         for old in list(logger.handlers):
             logger.removeHandler(old)
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        # aiohttp.server reports a non-HTTP first line at debug level: let it reach the handler.
+        logger.setLevel(logging.DEBUG if name == "aiohttp" else logging.INFO)
         logger.propagate = False

@@ -29,6 +29,7 @@ PERSISTED = (
     "records_rejected",
     "store_unavailable",
     "gate_late",
+    "malformed_requests",
 )
 
 
@@ -119,7 +120,7 @@ class ServeMetrics:
             "harness_serve_events_total",
             "counter",
             "Serve's own events: rows stored, duplicates, refused values, store unavailable, "
-            "gate errors and late answers, unauthorized, bad and oversize requests.",
+            "gate errors and late answers, unauthorized, bad, malformed and oversize requests.",
         )
         for name, n in sorted(self.totals.items()):
             lines.append(f'harness_serve_events_total{{event="{name}"}} {n}')

@@ -5,7 +5,7 @@
 need from the outside is only this: a journal that stores rows and says when
 they are committed, and a gate that reads holds and stops once the evaluator
 has caught up. Serve plugs in its group-committing writer and its own
-evaluator's watermark (:mod:`.runtime`); the command hook plugs in one direct
+evaluator's watermark (:mod:`.adapters`); the command hook plugs in one direct
 transaction and the store's cursor (:mod:`.direct`); tests plug in whatever
 they need to see.
 """

@@ -1,20 +1,17 @@
-"""The long-running parts of ``harness serve`` and the ports its use cases plug into.
+"""The long-running parts of ``harness serve``: writer, evaluator, readers, use cases.
 
-- The writer is :class:`engine.journal.queue.JournalWriter`; :class:`WriterJournal`
-  hands it each request's rows as one ticket and acknowledges only after the
-  group commit that stored them, remembering each harness's newest seq.
+- The writer is :class:`engine.journal.queue.JournalWriter`, plugged into the
+  use cases as :class:`~engine.serve.adapters.WriterJournal` (acknowledged
+  after the group commit); the gate is
+  :class:`~engine.serve.adapters.WatermarkGate` (read-your-writes).
 - The evaluator runs :func:`engine.rules.lease.serve` on its own thread and
   connection behind the store lease (holder ``serve@…``), woken by every
-  commit; after each step it advances the :class:`Watermark`, the seq up to
-  which it has evaluated. A store error (locked, full, I/O) makes it back off
-  and rebuild, not die.
-- :class:`WatermarkGate` is the gate's read-your-writes: a hook waits until the
-  watermark reaches its harness's newest seq (at most ``[serve] gate_wait``),
-  then reads holds and stops on this thread's read-only connection. For a
-  harness with nothing committed since serve started, the newest seq of the
-  whole store stands in (rows acknowledged before a restart may not be
-  evaluated yet). When another process holds the lease, the store's cursor
-  is the watermark.
+  commit; after each step it advances the
+  :class:`~engine.serve.adapters.Watermark`, the seq up to which it has
+  evaluated. A store error (locked, full, read-only, I/O) makes it back off
+  and rebuild on a new connection, not die.
+- Readers: one read-only connection per thread, dropped after a store error
+  and opened anew on the next read.
 - A flusher thread copies serve's persisted counters into the store every
   second (``journal_counters``, ``serve_*``) for ``harness doctor``.
 - :attr:`ServeRuntime.fatal` names what serve cannot recover from (the store
@@ -38,17 +35,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config import HarnessConfig
-from engine.journal.queue import JournalWriter, Ticket
-from engine.journal.rows import InsertRow
+from engine.errors import InputError
+from engine.journal.queue import JournalWriter, store_error_is_fatal
 from engine.journal.writer import add_counter
 from engine.rules.lease import Lease, serve
+from engine.serve.adapters import (
+    ServeRecall,
+    Watermark,
+    WatermarkGate,
+    WriterJournal,
+)
 from engine.serve.calls import CallBook
 from engine.serve.derive import Deriver
 from engine.serve.handler import HookHandler
 from engine.serve.metrics import ServeMetrics
-from engine.serve.recall import StoreRecall
 from engine.serve.receiver import OtlpReceiver
-from engine.serve.verdict import GateState, GateUnavailable, read_state, release_command
+from engine.serve.verdict import release_command
 from engine.store.db import connect
 from engine.store.txn import immediate
 
@@ -57,8 +59,6 @@ if TYPE_CHECKING:
 
 READ_BUSY_MS = 2_000
 HOLDER_PREFIX = "serve@"
-#: How long a request waits for the commit of its rows before it is told 503.
-ACK_TIMEOUT_S = 2.0
 #: Workers for hook and OTLP requests (each waits for its commit and the gate).
 WORKERS = 64
 #: The evaluator's back-off after a store error, seconds (doubles up to the second).
@@ -72,102 +72,6 @@ def _wall_ms() -> int:
 def _say(line: str) -> None:
     sys.stderr.write(f"harness serve: {line}\n")
     sys.stderr.flush()
-
-
-class Watermark:
-    """The seq up to which serve's evaluator has evaluated, and a way to wait for it."""
-
-    def __init__(self) -> None:
-        self.seq = 0
-        self._cond = threading.Condition()
-
-    def advance(self, seq: int) -> None:
-        with self._cond:
-            if seq > self.seq:
-                self.seq = seq
-                self._cond.notify_all()
-
-    def wait_for(self, target: int, timeout: float) -> bool:
-        """Whether the watermark reached ``target`` within ``timeout`` seconds."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.seq >= target, timeout)
-
-
-class WriterJournal:
-    """Serve's journal port: group commit, acknowledged after it, newest seq per harness."""
-
-    def __init__(self, writer: JournalWriter, timeout_s: float = ACK_TIMEOUT_S) -> None:
-        self.writer = writer
-        self.timeout_s = timeout_s
-        #: harness -> the newest seq committed for it (the gate's read-your-writes target)
-        self.latest: dict[str, int] = {}
-
-    def submit(self, rows: Sequence[InsertRow]) -> object:
-        return self.writer.submit(rows)
-
-    def acknowledge(self, token: object) -> None:
-        assert isinstance(token, Ticket)
-        self.writer.acknowledge(token, self.timeout_s)
-        latest = self.latest
-        for offset, row in enumerate(token.rows):
-            harness = row[4]
-            seq = token.first_seq + offset
-            if latest.get(harness, 0) < seq:
-                latest[harness] = seq
-
-
-class WatermarkGate:
-    """The gate's port in serve: wait for the evaluator to see the harness's rows, then read."""
-
-    def __init__(
-        self,
-        journal: WriterJournal,
-        watermark: Watermark,
-        reader: Callable[[], sqlite3.Connection],
-        acting: Callable[[], bool],
-        wait_s: float,
-    ) -> None:
-        self.journal = journal
-        self.watermark = watermark
-        self.reader = reader
-        self.acting = acting
-        self.wait_s = wait_s
-
-    def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
-        try:
-            target = self.journal.latest.get(harness)
-            if target is None:  # nothing committed for it since serve started: be safe
-                target = int(
-                    self.reader().execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0] or 0
-                )
-            late = self.watermark.seq < target and not self._wait(target)
-        except sqlite3.Error as exc:
-            raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None
-        try:
-            return read_state(self.reader(), harness, run, holds=holds), late
-        except GateUnavailable as exc:
-            if not exc.busy:
-                raise
-            time.sleep(0.05)  # one more try after a brief wait: a checkpoint can lock briefly
-            return read_state(self.reader(), harness, run, holds=holds), late
-
-    def _wait(self, target: int) -> bool:
-        if self.acting():
-            return self.watermark.wait_for(target, self.wait_s)
-        deadline = time.monotonic() + self.wait_s  # another process acts: watch its cursor
-        from engine.rules.schema import LIVE_CURSOR
-
-        while True:
-            row = (
-                self.reader()
-                .execute("SELECT seq FROM rule_cursor WHERE name = ?", (LIVE_CURSOR,))
-                .fetchone()
-            )
-            if row is not None and int(row[0]) >= target:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.002)
 
 
 class ServeRuntime:
@@ -191,6 +95,7 @@ class ServeRuntime:
         self.sources = sources
         self._evaluator: Any = None
         self._reload = False
+        self._steps = 0  # evaluator steps taken (a step means the store reads)
         self.metrics = metrics
         self.writer = JournalWriter(store, capacity=queue_capacity)
         self.evaluate = evaluate
@@ -214,10 +119,15 @@ class ServeRuntime:
             Deriver(
                 loop_guard=serve_cfg.loop_guard, collision_window_ms=serve_cfg.collision_window_ms
             ),
-            StoreRecall(self.reader, serve_cfg.loop_guard),
+            ServeRecall(self.reader, serve_cfg.loop_guard, self.drop_reader),
         )
         gate = WatermarkGate(
-            self.journal, self.watermark, self.reader, self.acting, serve_cfg.gate_wait_ms / 1000
+            self.journal,
+            self.watermark,
+            self.reader,
+            self.acting,
+            serve_cfg.gate_wait_ms / 1000,
+            self.drop_reader,
         )
         default = store == config.resolved_store_path()
         self.hooks = HookHandler(
@@ -316,6 +226,7 @@ class ServeRuntime:
         try:
             self.reader().execute("SELECT MAX(seq) FROM rule_journal").fetchone()
         except sqlite3.Error as exc:
+            self.drop_reader()  # the next check opens the store anew
             return f"cannot read the store: {exc}"
         return None
 
@@ -331,15 +242,49 @@ class ServeRuntime:
                 self._readers.append(conn)
         return conn
 
+    def drop_reader(self) -> None:
+        """Close this thread's read connection after a store error; the next read reopens."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        with self._readers_lock:
+            if conn in self._readers:
+                self._readers.remove(conn)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def store_metrics(self) -> str:
+        """The store's Prometheus families (``harness metrics``), read on this thread."""
+        from engine.rules.metrics import collect, render_prometheus
+
+        try:
+            return render_prometheus(collect(self.reader()))
+        except sqlite3.Error:
+            self.drop_reader()
+            raise
+
     # -- threads -------------------------------------------------------------
     def _evaluate(self) -> None:
         """Act while holding the lease; back off and rebuild on a store error."""
         pause = EVAL_BACKOFF_S[0]
+        corrupt = 0  # attempts in a row that found the store corrupt, none evaluating a row
         while not self._stop.is_set():
+            steps = self._steps
             try:
                 self._evaluate_once()
                 return
-            except sqlite3.OperationalError as exc:
+            except (sqlite3.Error, InputError) as exc:
+                if isinstance(exc, InputError) and not isinstance(exc.__context__, sqlite3.Error):
+                    self.evaluator_error = exc  # not a store fault: nothing to wait for
+                    return
+                # A connection that met an I/O error may call the store malformed:
+                # corrupt only when a new connection finds it so too.
+                fatal = store_error_is_fatal(exc)
+                corrupt = corrupt + 1 if fatal and self._steps == steps else int(fatal)
+                if corrupt >= 2:
+                    self.evaluator_error = exc
+                    return
                 self.evaluator_failure = f"{exc}"
                 self._stop.wait(pause)
                 pause = min(pause * 2, EVAL_BACKOFF_S[1])
@@ -367,6 +312,7 @@ class ServeRuntime:
                 conn.close()
 
     def _stepped(self, result: object) -> None:
+        self._steps += 1
         cursor = getattr(result, "cursor", None)
         if isinstance(cursor, int):
             self.watermark.advance(cursor)

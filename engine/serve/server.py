@@ -119,6 +119,7 @@ async def _serve(
 ) -> int:
     from aiohttp import web
 
+    from engine.serve.adapters import ACK_TIMEOUT_S
     from engine.serve.app import MAX_HEADER_LINE, build_app
     from engine.serve.listener import Listener, quiet_logs
     from engine.serve.metrics import ServeMetrics
@@ -132,7 +133,7 @@ async def _serve(
     app = build_app(
         runtime, token=token, max_body=config.serve.max_body, allowed_hosts=_hosts(listen)
     )
-    quiet_logs()
+    quiet_logs(runtime.metrics.add)
     runner = web.AppRunner(
         app,
         access_log=None,
@@ -141,7 +142,9 @@ async def _serve(
         max_field_size=MAX_HEADER_LINE,
         keepalive_timeout=KEEPALIVE_S,
         auto_decompress=False,  # /v1/logs decompresses itself, capped at max_body
-        shutdown_timeout=1.0,
+        # Requests in flight at SIGTERM get their answer (200, or 503 once their
+        # acknowledge timeout passes) instead of a closed connection.
+        shutdown_timeout=ACK_TIMEOUT_S + 1.0,
     )
     await runner.setup()
     assert runner.server is not None

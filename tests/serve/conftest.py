@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,13 +153,19 @@ def start_serve(
     listen: str = "127.0.0.1:0",
     token: str | None = None,
     extra: tuple[str, ...] = (),
+    store: Path | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> Serve:
+    """Serve on ``store`` (default ``tmp/journal.db``); its config, rules and log in ``tmp``.
+
+    ``preexec`` runs in the child before serve starts (e.g. to lower its file limit).
+    """
     policy = tmp / "policy"
     policy.mkdir(exist_ok=True)
     (policy / "serve_test_hold.yml").write_text(HOLD_RULE)
     (policy / "serve_test_stop.yml").write_text(STOP_RULE)
     env = serve_env(tmp, config)
-    store = tmp / "journal.db"
+    store = store or tmp / "journal.db"
     log = tmp / "serve.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
@@ -180,6 +186,7 @@ def start_serve(
             stderr=subprocess.STDOUT,
             env=env,
             cwd=tmp,
+            preexec_fn=preexec,
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

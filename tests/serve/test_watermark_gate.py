@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.journal.queue import JournalWriter
 from engine.journal.writer import Committer
-from engine.serve.runtime import Watermark, WatermarkGate, WriterJournal
+from engine.serve.adapters import Watermark, WatermarkGate, WriterJournal
 from engine.store.db import connect
 
 
