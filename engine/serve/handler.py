@@ -218,6 +218,9 @@ class HookHandler:
                 book.forget(harness, event.run)
                 refused.append(exc.field)
                 return 0, 0
+            except StoreUnavailable:  # the book could not read back what it lacked
+                book.forget(harness, event.run)
+                raise
             if decided is not None:
                 rows.extend(decided.rows)
             try:

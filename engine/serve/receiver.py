@@ -172,8 +172,8 @@ class OtlpReceiver:
         touched: list[tuple[str, str | None]] = []
         try:
             with book.lock:
-                rows = self._map(request, tally, touched)
-                try:
+                try:  # a store read of the book's (after a restart) or the queue may refuse
+                    rows = self._map(request, tally, touched)
                     token = self.journal.submit(rows) if rows else None
                 except StoreUnavailable:
                     _forget(book, touched)
@@ -229,12 +229,12 @@ class OtlpReceiver:
                         if report is None:
                             tally.count(label, "blocked")
                             continue
+                        touched.append((harness, report.run))
                         rows.extend(self.book.run_event(harness, project, report.run))
                         decided = self.book.call(report, now)
                     except RowError as exc:
                         tally.reject(label, f"{exc.field}: not a journal value")
                         continue
-                    touched.append((harness, report.run))
                     if decided.duplicate:
                         tally.duplicates += 1
                         tally.count(label, "duplicate")

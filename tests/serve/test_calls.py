@@ -231,3 +231,41 @@ def test_a_codex_hook_without_otlp_never_waits() -> None:
     rig.hook(codex_post("call_1"), agent="codex")
     assert time.monotonic() - started < 2.0  # no OTLP from this harness: nothing to wait for
     assert [r["outcome"] for r in rig.journal.dicts() if r["type"] == "tool_call"] == ["ok"]
+
+
+class FlakyRecall:
+    """A store that cannot be read for the first ``fails`` questions, then knows nothing."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails = fails
+
+    def _ask(self) -> None:
+        from engine.journal.errors import StoreUnavailable
+
+        if self.fails > 0:
+            self.fails -= 1
+            raise StoreUnavailable("disk I/O error")
+
+    def run_started(self, harness: str, run: str) -> bool:
+        self._ask()
+        return False
+
+    def streak(self, harness: str, run: str | None) -> None:
+        self._ask()
+
+    def editors(self, path: str, since_ms: int) -> dict[str, int]:
+        self._ask()
+        return {}
+
+
+def test_a_store_read_that_fails_mid_decision_is_503_and_the_book_forgets_the_run() -> None:
+    from engine.serve.calls import CallBook
+    from engine.serve.derive import Deriver
+
+    rig = Rig()
+    rig.book = rig.hooks.book = rig.receiver.book = CallBook(Deriver(), FlakyRecall(1))
+    failed = rig.hook(fixture("PostToolUse"))
+    assert (failed.status, failed.failed) == (503, "store")
+    assert rig.journal.rows == []
+    rig.hook(fixture("PostToolUse"))  # the retry: the run is started, the call journaled once
+    assert [r["type"] for r in rig.journal.dicts()] == ["run_started", "tool_call", "file_edited"]
