@@ -408,6 +408,8 @@ class LifecycleHooks:
         #: Set when a reload changed ``disable``: the evaluator must be rebuilt
         #: (with the silenced rules left out), which :func:`engine.rules.lease.serve` does.
         self.needs_rebuild = False
+        #: (rules, state, authority) when every active rule was last noted (see ``_note_all``).
+        self._noted_for: tuple[object, object, object] | None = None
 
     def host_factory(
         self, make: Callable[[Sequence[CompiledRule]], Any]
@@ -424,10 +426,43 @@ class LifecycleHooks:
 
         return build
 
+    def _noted(self) -> bool:
+        """Whether every active rule's version is already noted (see :meth:`_note_all`)."""
+        stamp = self._noted_for
+        lifecycle = self.lifecycle
+        return (
+            stamp is not None
+            and stamp[0] is self.rules
+            and stamp[1] is lifecycle.state
+            and stamp[2] is lifecycle.authority
+        )
+
     def _note_all(self, seq: int, now_ms: int) -> None:
+        """Note each active rule's first journal time; once done, nothing until something changes.
+
+        After one pass every active rule's (name, hash) is in the state, and
+        entries are never removed, so a later pass could only repeat no-ops
+        until the rules, the state (reloaded from the store) or the authority
+        (a changed ``disable``) is replaced: the pass remembers those objects.
+        """
+        if self._noted():
+            return
         for cr in self.rules.values():
             if not self.lifecycle.is_disabled(cr.rule.name):
                 self.lifecycle.note_loaded(cr.rule, seq, now_ms)
+        self._noted_for = (self.rules, self.lifecycle.state, self.lifecycle.authority)
+
+    def due(self) -> bool:
+        """Whether :meth:`on_row` has anything to do on the next tick.
+
+        Live (``conn`` set) it always has: stored holds, which other processes
+        may release, are re-evaluated on every tick. In a backtest a tick
+        matters only while a rule version is not yet noted (the shadow period
+        starts at its first tick) or a simulated hold is open (a tick may
+        release it); otherwise it changes nothing and the replay need not
+        read it.
+        """
+        return self.conn is not None or bool(self.simulated.active) or not self._noted()
 
     def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
         seq = int(row["seq"])  # type: ignore[call-overload]
