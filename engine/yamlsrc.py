@@ -24,14 +24,64 @@ from __future__ import annotations
 import gc
 import math
 import re
+import sys
 from pathlib import Path
-from typing import Any, Final
-
-import yaml
+from typing import TYPE_CHECKING, Any, Final
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
 from engine.record import Record
+
+#: The class attribute ``yaml.reader.Reader.NON_PRINTABLE`` compiles when PyYAML is imported.
+_NON_PRINTABLE = "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+
+
+class _LazyPattern:
+    """A pattern compiled on first use (see :func:`_import_yaml`)."""
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)
+
+
+def _import_yaml() -> Any:
+    """PyYAML, imported without compiling the one regex of it we never use.
+
+    ``import yaml`` compiles ``yaml.reader.Reader.NON_PRINTABLE``, a character
+    class over all of Unicode: 58M instructions, more than starting Python,
+    paid by every ``skillspec validate``. Only PyYAML's pure-Python reader
+    uses it, and libyaml (which we parse with) reads the text itself, so
+    while PyYAML's modules run that one pattern is given as a
+    :class:`_LazyPattern`, compiled if anything ever uses it. Every other
+    ``re.compile`` call, then and later, is the real one; if the pattern ever
+    changes it simply compiles as before.
+    """
+    if "yaml" in sys.modules:
+        return sys.modules["yaml"]
+    real = re.compile
+
+    def compile_lazily(pattern: Any, flags: int = 0) -> Any:
+        if pattern == _NON_PRINTABLE:
+            return _LazyPattern(pattern, flags)
+        return real(pattern, flags)
+
+    re.compile = compile_lazily
+    try:
+        import yaml
+    finally:
+        re.compile = real
+    return yaml
+
+
+if TYPE_CHECKING:
+    import yaml
+else:
+    yaml = _import_yaml()
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
     _BaseLoader: type[Any] = yaml.CSafeLoader

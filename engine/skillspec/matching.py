@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import Final
+
+from engine.record import Record
 
 _IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _RUN = re.compile(r"[A-Za-z0-9_]+")
@@ -131,12 +133,15 @@ def _has_border(s: str) -> bool:
     return any(s[:k] == s[-k:] for k in range(1, len(s)))
 
 
-@dataclass(frozen=True, slots=True)
-class PhraseHit:
+class PhraseHit(Record):
     """Which spelling of a phrase was found: the phrase itself or its plural."""
 
-    phrase: str
-    found: str
+    __slots__ = ("found", "phrase")
+    __match_args__ = ("phrase", "found")
+
+    def __init__(self, phrase: str, found: str) -> None:
+        self.phrase: Final = phrase
+        self.found: Final = found
 
 
 class PhraseIndex:
