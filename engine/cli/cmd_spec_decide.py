@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,7 +169,6 @@ def cmd_decide(args: argparse.Namespace) -> int:
         if args.trace_dir:
             for text in texts:
                 _write_trace(loaded, args.trace_dir, text)
-        from engine.jsontext import escape_surrogates
         from engine.skillspec.batch import BatchDecider
 
         # Lines hold no reference cycles; pausing the cycle collector while
@@ -178,9 +178,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
         gc.disable()
         try:
             lines = BatchDecider(compiled).line
-            for start in range(0, len(texts), 1024):
-                chunk = texts[start : start + 1024]
-                sys.stdout.write(escape_surrogates("\n".join(map(lines, chunk)) + "\n"))
+            write = _chunk_writer()
+            for start in range(0, len(texts), 4096):
+                write("\n".join(map(lines, texts[start : start + 4096])) + "\n")
         finally:
             if was_enabled:
                 gc.enable()
@@ -189,6 +189,36 @@ def cmd_decide(args: argparse.Namespace) -> int:
         _write_trace(loaded, args.trace_dir, args.input)
     print_json(decide(compiled, args.input).to_json())
     return EXIT_OK
+
+
+def _chunk_writer() -> Callable[[str], None]:
+    """Writes text to stdout with lone surrogates escaped (see :mod:`engine.jsontext`).
+
+    A UTF-8 stdout gets bytes: encoding is the surrogate check (one can only
+    come from an input, and encoding refuses it), so the text is not searched
+    first and the text layer does not encode it again.
+    """
+    from engine.jsontext import escape_surrogates
+
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    encoding = (getattr(out, "encoding", "") or "").lower().replace("-", "")
+    if buffer is None or encoding != "utf8":
+
+        def write_text(text: str) -> None:
+            out.write(escape_surrogates(text))
+
+        return write_text
+    out.flush()
+
+    def write(text: str) -> None:
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            data = escape_surrogates(text).encode("utf-8")
+        buffer.write(data)
+
+    return write
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

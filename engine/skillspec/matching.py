@@ -129,8 +129,20 @@ def contains_phrase(text: str, phrase: str) -> bool:
 
 
 def _has_border(s: str) -> bool:
-    """True when a proper prefix equals a suffix, i.e. occurrences can overlap."""
-    return any(s[:k] == s[-k:] for k in range(1, len(s)))
+    """True when a proper prefix equals a suffix, i.e. occurrences can overlap.
+
+    A suffix ``s[i:]`` can equal a prefix only where ``s[i]`` is ``s[0]``, so
+    only those starts are compared (in C), not every length.
+    """
+    if not s:
+        return False
+    first = s[0]
+    i = s.find(first, 1)
+    while i != -1:
+        if s.startswith(s[i:]):
+            return True
+        i = s.find(first, i + 1)
+    return False
 
 
 class PhraseHit(Record):
