@@ -87,13 +87,21 @@ def _window_ms(text: str) -> int:
 
 
 def child_backtest(
-    store: str, which: str, first: int, last: int, prefilter: bool = True, lifecycle: bool = True
+    store: str,
+    which: str,
+    first: int,
+    last: int,
+    prefilter: bool = True,
+    lifecycle: bool = True,
+    files: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run in a child: backtest ``which`` rules over seqs first..last in process; report figures.
 
     With ``lifecycle`` the backtest is wired as ``harness rules backtest``
-    wires it (:func:`backtest_with_lifecycle`, the default config), so its
-    fires can be compared with the command's.
+    wires it (:func:`backtest_with_lifecycle`, the default config), and with
+    ``files`` the rules are loaded from those rule files as the command loads
+    them (so the starter pack's files are file rules, which serve shadow), so
+    its fires can be compared with the command's.
     """
     import resource
 
@@ -103,7 +111,13 @@ def child_backtest(
     from engine.rules.ranges import SeqRange
     from engine.store.db import connect
 
-    rules = starter_rules() if which == "starter" else thirty_rules()
+    if files:
+        from engine.cli.cmd_backtest import resolve_rules
+        from engine.config import HarnessConfig
+
+        rules = resolve_rules(files, HarnessConfig())
+    else:
+        rules = starter_rules() if which == "starter" else thirty_rules()
     conn = connect(store, readonly=True)
     stats = conn.execute(
         "SELECT count(*), min(at), max(at) FROM rule_journal WHERE seq BETWEEN ? AND ?",
@@ -243,15 +257,21 @@ def run(quick: bool) -> list[Row]:
         starter_files = sorted((ROOT / "starter_rules").glob("*.yml"))
         thirty_files = write_rule_files(tmp / "rules30")
         runs = _interleaved(_commands(store, tmp, starter_files, thirty_files), tmp)
-        rows_out += _whole_rows(runs, store, days, first, last)
+        files = {"starter": list(map(str, starter_files)), "thirty": list(map(str, thirty_files))}
+        rows_out += _whole_rows(runs, store, days, (first, last), files)
         rows_out += _unfiltered_rows(store, days, first, last)
         rows_out += _naive_rows(store, total, slice_rows)
     return rows_out + _live_rows(quick)
 
 
 def _whole_rows(
-    runs: dict[str, list[cmd.Run]], store: Path, days: int, first: int, last: int
+    runs: dict[str, list[cmd.Run]],
+    store: Path,
+    days: int,
+    bounds: tuple[int, int],
+    files: dict[str, list[str]],
 ) -> list[Row]:
+    first, last = bounds
     scan_runs = runs["scan"]
     scan = cmd.median(scan_runs)
     scan_inner = _printed(scan)
@@ -273,7 +293,7 @@ def _whole_rows(
         best = cmd.median(done)
         printed = [_printed(r) for r in done]
         digests = {fires_digest(p["fires"]) for p in printed}
-        inner = _in_child(store, which, first=first, last=last)
+        inner = _in_child(store, which, first=first, last=last, files=files[which])
         same = digests == {inner["digest"]}
         before = _before_note(runs, which, digests)
         out.append(
