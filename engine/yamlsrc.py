@@ -195,15 +195,21 @@ class LocList(list[Any]):
 
 
 class YamlDocument(Record):
-    """A parsed file: its root value, its text (for caret rendering), its name."""
+    """A parsed file: its root value, its text (for caret rendering), its name.
 
-    __slots__ = ("data", "file", "text")
-    __match_args__ = ("data", "text", "file")
+    ``depth`` is how deep mappings and sequences nest (the root one is 1; 0
+    for a scalar document), known from the parse so checkers with their own
+    limit need not walk the document again.
+    """
 
-    def __init__(self, data: Any, text: str, file: str) -> None:
+    __slots__ = ("data", "depth", "file", "text")
+    __match_args__ = ("data", "text", "file", "depth")
+
+    def __init__(self, data: Any, text: str, file: str, depth: int = 0) -> None:
         self.data: Final = data
         self.text: Final = text
         self.file: Final = file
+        self.depth: Final = depth
 
 
 def _loc(file: str, mark: Any) -> Location:
@@ -233,6 +239,8 @@ class _Builder:
     def __init__(self, file: str) -> None:
         self.file = file
         self.count = 0
+        #: The deepest mapping or sequence built (the root one at 1).
+        self.depth = 0
 
     def fail(self, message: str, mark: Any, path: str = "", hint: str = "") -> InvalidSource:
         diag = Diagnostic(message, _loc(self.file, mark), path=path, code="yaml", hint=hint)
@@ -264,6 +272,8 @@ class _Builder:
         mark = node.start_mark
         here = loc or Location(file, mark.line + 1, mark.column + 1)
         if kind is _SequenceNode:
+            if depth >= self.depth:
+                self.depth = depth + 1
             seq = LocList(here)
             item_pos = seq.item_pos
             for i, item in enumerate(node.value):
@@ -273,6 +283,8 @@ class _Builder:
                 item_pos.append(at)
             return seq
         if kind is _MappingNode:
+            if depth >= self.depth:
+                self.depth = depth + 1
             mapping = LocDict(here)
             key_pos = mapping.key_pos
             val_pos = mapping.val_pos
@@ -480,7 +492,7 @@ def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
             diagnostics=[Diagnostic(str(exc), Location(file), code="yaml")],
         ) from None
     data = None if node is None else builder.build(node)
-    return YamlDocument(data=data, text=text, file=file)
+    return YamlDocument(data=data, text=text, file=file, depth=builder.depth)
 
 
 def load_yaml_file(path: str | Path, display: str | None = None) -> YamlDocument:
