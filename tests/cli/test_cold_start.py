@@ -108,6 +108,7 @@ VALIDATE_ENGINE = {
 TEST_ENGINE = VALIDATE_ENGINE | {
     "engine.cli.cmd_spec_decide",
     "engine.skillspec.decide",
+    "engine.skillspec.decision",
     "engine.skillspec.matching",
     "engine.skillspec.scenarios",
 }
