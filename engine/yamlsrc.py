@@ -24,14 +24,64 @@ from __future__ import annotations
 import gc
 import math
 import re
+import sys
 from pathlib import Path
-from typing import Any, Final
-
-import yaml
+from typing import TYPE_CHECKING, Any, Final
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
 from engine.record import Record
+
+#: The class attribute ``yaml.reader.Reader.NON_PRINTABLE`` compiles when PyYAML is imported.
+_NON_PRINTABLE = "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+
+
+class _LazyPattern:
+    """A pattern compiled on first use (see :func:`_import_yaml`)."""
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return getattr(self._compiled, name)
+
+
+def _import_yaml() -> Any:
+    """PyYAML, imported without compiling the one regex of it we never use.
+
+    ``import yaml`` compiles ``yaml.reader.Reader.NON_PRINTABLE``, a character
+    class over all of Unicode: 58M instructions, more than starting Python,
+    paid by every ``skillspec validate``. Only PyYAML's pure-Python reader
+    uses it, and libyaml (which we parse with) reads the text itself, so
+    while PyYAML's modules run that one pattern is given as a
+    :class:`_LazyPattern`, compiled if anything ever uses it. Every other
+    ``re.compile`` call, then and later, is the real one; if the pattern ever
+    changes it simply compiles as before.
+    """
+    if "yaml" in sys.modules:
+        return sys.modules["yaml"]
+    real = re.compile
+
+    def compile_lazily(pattern: Any, flags: int = 0) -> Any:
+        if pattern == _NON_PRINTABLE:
+            return _LazyPattern(pattern, flags)
+        return real(pattern, flags)
+
+    re.compile = compile_lazily
+    try:
+        import yaml
+    finally:
+        re.compile = real
+    return yaml
+
+
+if TYPE_CHECKING:
+    import yaml
+else:
+    yaml = _import_yaml()
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
     _BaseLoader: type[Any] = yaml.CSafeLoader
@@ -145,15 +195,21 @@ class LocList(list[Any]):
 
 
 class YamlDocument(Record):
-    """A parsed file: its root value, its text (for caret rendering), its name."""
+    """A parsed file: its root value, its text (for caret rendering), its name.
 
-    __slots__ = ("data", "file", "text")
-    __match_args__ = ("data", "text", "file")
+    ``depth`` is how deep mappings and sequences nest (the root one is 1; 0
+    for a scalar document), known from the parse so checkers with their own
+    limit need not walk the document again.
+    """
 
-    def __init__(self, data: Any, text: str, file: str) -> None:
+    __slots__ = ("data", "depth", "file", "text")
+    __match_args__ = ("data", "text", "file", "depth")
+
+    def __init__(self, data: Any, text: str, file: str, depth: int = 0) -> None:
         self.data: Final = data
         self.text: Final = text
         self.file: Final = file
+        self.depth: Final = depth
 
 
 def _loc(file: str, mark: Any) -> Location:
@@ -183,6 +239,8 @@ class _Builder:
     def __init__(self, file: str) -> None:
         self.file = file
         self.count = 0
+        #: The deepest mapping or sequence built (the root one at 1).
+        self.depth = 0
 
     def fail(self, message: str, mark: Any, path: str = "", hint: str = "") -> InvalidSource:
         diag = Diagnostic(message, _loc(self.file, mark), path=path, code="yaml", hint=hint)
@@ -214,6 +272,8 @@ class _Builder:
         mark = node.start_mark
         here = loc or Location(file, mark.line + 1, mark.column + 1)
         if kind is _SequenceNode:
+            if depth >= self.depth:
+                self.depth = depth + 1
             seq = LocList(here)
             item_pos = seq.item_pos
             for i, item in enumerate(node.value):
@@ -223,6 +283,8 @@ class _Builder:
                 item_pos.append(at)
             return seq
         if kind is _MappingNode:
+            if depth >= self.depth:
+                self.depth = depth + 1
             mapping = LocDict(here)
             key_pos = mapping.key_pos
             val_pos = mapping.val_pos
@@ -430,7 +492,7 @@ def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
             diagnostics=[Diagnostic(str(exc), Location(file), code="yaml")],
         ) from None
     data = None if node is None else builder.build(node)
-    return YamlDocument(data=data, text=text, file=file)
+    return YamlDocument(data=data, text=text, file=file, depth=builder.depth)
 
 
 def load_yaml_file(path: str | Path, display: str | None = None) -> YamlDocument:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import EXIT_OK, print_json
+from engine.cli.common import EXIT_OK
 from engine.config import HarnessConfig, load_config, resolve_store
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
 from engine.rules.model import CompiledRule
@@ -95,10 +95,14 @@ def resolve_rules(
     return list(chosen.values())
 
 
-def _progress_bar(total: int) -> tuple[Callable[[Any], None], Callable[[], None]]:
-    """A rich progress bar on stderr when it is a terminal; no-ops otherwise."""
+def _progress_bar(total: int) -> tuple[Callable[[Any], None] | None, Callable[[], None]]:
+    """A rich progress bar on stderr when it is a terminal; otherwise none at all.
+
+    No bar means no progress callback, so the replay does not count its
+    candidate rows up front for a total nobody sees.
+    """
     if not sys.stderr.isatty() or total <= 0:
-        return _ignore, _nothing
+        return None, _nothing
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -124,12 +128,27 @@ def _progress_bar(total: int) -> tuple[Callable[[Any], None], Callable[[], None]
     return update, stop
 
 
-def _ignore(_progress: Any) -> None:
-    return None
-
-
 def _nothing() -> None:
     return None
+
+
+def _write_json(result: Any) -> None:
+    """What ``print_json(result.to_json())`` writes, built and written faster.
+
+    A 27k-fire report is 21 MB: it goes out as UTF-8 bytes when stdout is a
+    UTF-8 stream (the text layer would encode it again), else as text.
+    """
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    if (
+        buffer is not None
+        and (getattr(out, "encoding", "") or "").lower().replace("-", "") == "utf8"
+    ):
+        out.flush()
+        buffer.write(result.json_bytes() + b"\n")
+        buffer.flush()
+        return
+    out.write(result.json_text() + "\n")
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
@@ -171,7 +190,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     finally:
         conn.close()
     if args.json:
-        print_json(result.to_json())
+        _write_json(result)
     else:
         sys.stdout.write(result.render_text() + "\n")
         sys.stdout.write("\n".join(parity.lines()) + "\n")

@@ -9,16 +9,18 @@ readable report otherwise, with ``--json`` for machines everywhere.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
-from engine.jsontext import JsonTextError, escape_surrogates, loads
-from engine.skillspec.decide import CompiledSpec, decide, decision_json_line
+from engine.skillspec.decide import CompiledSpec, decide
+
+if TYPE_CHECKING:
+    import argparse
 
 MAX_INPUTS_BYTES = 256 * 1024 * 1024
 
@@ -108,6 +110,11 @@ def read_inputs(source: str) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the file's final newline
+    fast = _string_lines(lines)
+    if fast is not None:
+        return fast
+    from engine.jsontext import JsonTextError, loads
+
     out: list[str] = []
     for n, line in enumerate(lines, 1):
         try:
@@ -117,6 +124,31 @@ def read_inputs(source: str) -> list[str]:
         if not isinstance(value, str):
             raise _line_error(source, n, 1, f"expected a JSON string, got {type(value).__name__}")
         out.append(value)
+    return out
+
+
+def _string_lines(lines: list[str]) -> list[str] | None:
+    """Every line's string when each line is exactly one JSON string (else None).
+
+    The usual file: each line is read by the C string scanner ``json.loads``
+    itself uses, and must end where its string ends. Anything else, even one
+    line, goes the line-by-line way, which names the first bad line exactly
+    as before.
+    """
+    from _json import scanstring  # the C scanner json.loads reads strings with
+
+    out: list[str] = []
+    append = out.append
+    try:
+        for line in lines:
+            if line[:1] != '"':
+                return None
+            value, end = scanstring(line, 1)
+            if end != len(line):
+                return None
+            append(value)
+    except ValueError:
+        return None
     return out
 
 
@@ -137,19 +169,18 @@ def cmd_decide(args: argparse.Namespace) -> int:
         if args.trace_dir:
             for text in texts:
                 _write_trace(loaded, args.trace_dir, text)
-        # Decisions hold no reference cycles; pausing the cycle collector while
-        # thousands of them are made and dropped saves work, and output goes out
-        # in chunks rather than one write per line.
+        from engine.skillspec.batch import BatchDecider
+
+        # Lines hold no reference cycles; pausing the cycle collector while
+        # thousands are made saves work, and output goes out in chunks rather
+        # than one write per line.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            for start in range(0, len(texts), 1024):
-                chunk = texts[start : start + 1024]
-                sys.stdout.write(
-                    escape_surrogates(
-                        "".join(decision_json_line(decide(compiled, t)) + "\n" for t in chunk)
-                    )
-                )
+            lines = BatchDecider(compiled).line
+            write = _chunk_writer()
+            for start in range(0, len(texts), 4096):
+                write("\n".join(map(lines, texts[start : start + 4096])) + "\n")
         finally:
             if was_enabled:
                 gc.enable()
@@ -158,6 +189,36 @@ def cmd_decide(args: argparse.Namespace) -> int:
         _write_trace(loaded, args.trace_dir, args.input)
     print_json(decide(compiled, args.input).to_json())
     return EXIT_OK
+
+
+def _chunk_writer() -> Callable[[str], None]:
+    """Writes text to stdout with lone surrogates escaped (see :mod:`engine.jsontext`).
+
+    A UTF-8 stdout gets bytes: encoding is the surrogate check (one can only
+    come from an input, and encoding refuses it), so the text is not searched
+    first and the text layer does not encode it again.
+    """
+    from engine.jsontext import escape_surrogates
+
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    encoding = (getattr(out, "encoding", "") or "").lower().replace("-", "")
+    if buffer is None or encoding != "utf8":
+
+        def write_text(text: str) -> None:
+            out.write(escape_surrogates(text))
+
+        return write_text
+    out.flush()
+
+    def write(text: str) -> None:
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            data = escape_surrogates(text).encode("utf-8")
+        buffer.write(data)
+
+    return write
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

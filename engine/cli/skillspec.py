@@ -7,7 +7,7 @@ This module only declares arguments; the program is built by the registry
 inside the handler when their subcommand runs, so ``skillspec validate`` pays
 only for what it uses and never imports Textual. ``skillspec validate SPEC
 [--json]``, run from shells and pre-commit hooks, skips argparse altogether
-(:func:`plain_validate_args`).
+(:func:`plain_args`), as do the usual forms of ``test`` and ``decide --inputs``.
 """
 
 from __future__ import annotations
@@ -166,26 +166,65 @@ def plain_validate_args(argv: Sequence[str]) -> argparse.Namespace | None:
     argument), which then goes to the real parser so every usage error and
     help text stays argparse's own.
     """
-    if not argv or argv[0] != "validate" or not 2 <= len(argv) <= 3:
+    if not argv or argv[0] != "validate":
         return None
-    rest = list(argv[1:])
-    as_json = "--json" in rest
-    if as_json:
-        rest.remove("--json")
-    if len(rest) != 1 or rest[0].startswith("-"):
+    return plain_args(argv)
+
+
+#: Per command the fast path reads: its flags, and its handler.
+_PLAIN: dict[str, tuple[frozenset[str], Any]] = {
+    "validate": (frozenset({"--json"}), _validate),
+    "test": (frozenset({"--json", "--coverage"}), _test),
+    "decide": (frozenset({"--json"}), _decide),
+}
+
+
+def plain_args(argv: Sequence[str]) -> argparse.Namespace | None:
+    """The usual forms of the commands run from scripts and hooks, read without argparse.
+
+    ``validate SPEC [--json]``, ``test SPEC [--json] [--coverage]`` and
+    ``decide SPEC --inputs FILE [--json]``, flags in any order: the namespace
+    argparse would build, or None for anything else (an abbreviation,
+    ``--opt=value``, ``--help``, ``--``, a value starting with ``-`` other
+    than ``-`` itself, a second SPEC), which then goes to the real parser so
+    every usage error and help text stays argparse's own. Sparing argparse,
+    gettext and the command registry is a tenth of ``skillspec test``.
+    """
+    if not argv or argv[0] not in _PLAIN or len(argv) > 6:
         return None
+    command = argv[0]
+    flags, handler = _PLAIN[command]
+    values: dict[str, object] = {name[2:]: False for name in sorted(flags)}
+    spec: str | None = None
+    inputs: str | None = None
+    rest = iter(argv[1:])
+    for word in rest:
+        if word in flags:
+            values[word[2:]] = True
+        elif command == "decide" and word == "--inputs" and inputs is None:
+            inputs = next(rest, None)
+            if inputs is None or (inputs.startswith("-") and inputs != "-"):
+                return None
+        elif word.startswith("-") or spec is not None:
+            return None
+        else:
+            spec = word
+    if spec is None or (command == "decide" and inputs is None):
+        return None
+    if command == "decide":
+        values.update(input=None, inputs=inputs, trace_dir=None)
     from engine.cli.common import plain_namespace
 
-    return plain_namespace(spec=rest[0], json=as_json, handler=_validate)
+    return plain_namespace(spec=spec, handler=handler, **values)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    quick = plain_validate_args(args)
+    quick = plain_args(args)
     if quick is not None:
         from engine.cli.common import run_main
 
-        return run_main(_validate, quick)
+        return run_main(quick.handler, quick)
     return program().main(args)
 
 

@@ -160,6 +160,7 @@ class RowEvaluator:
             self._by_kind.setdefault(cr.rule.on, []).append((entry, type_guard))
         self._dispatch: dict[tuple[str, str], list[_Entry]] = {}
         self._row_kinds = self.hooks.row_kinds
+        self._due: Callable[[], bool] = getattr(self.hooks, "due", _always)
 
     def _entries(self, kind: str, type_: str) -> list[_Entry]:
         key = (kind, type_)
@@ -184,7 +185,7 @@ class RowEvaluator:
         kind = row[2]
         row_kinds = self._row_kinds
         view: dict[str, object] | None = None
-        if row_kinds is None or kind in row_kinds:
+        if (row_kinds is None or kind in row_kinds) and self._due():
             view = row_view(row)
             self.hooks.on_row(view, self.conn)
         entries = self._entries(kind, row[3])
@@ -257,6 +258,11 @@ class RowEvaluator:
         if self.evaluations != evaluations:
             self.rows_evaluated += 1
         return fires
+
+
+def _always() -> bool:
+    """``due`` of hooks that do not say: every row of their kinds is due."""
+    return True
 
 
 #: What a gate's host call may raise instead of answering (see ``process``).

@@ -11,7 +11,7 @@ same decisions.
 Call order for one batch of rows (live evaluation)::
 
     BEGIN IMMEDIATE
-      for each row:  hooks.on_row(row, conn)        (only for kinds in row_kinds)
+      for each row:  hooks.on_row(row, conn)        (only for kinds in row_kinds, when due())
                      hooks.on_match(rule, target, row, now_ms) per match
       INSERT fires; hooks.before_commit(fires_with_ids, conn); advance cursor
     COMMIT
@@ -47,6 +47,15 @@ class FireHooks(Protocol):
 
     row_kinds: frozenset[str] | None
 
+    def due(self) -> bool:
+        """Whether ``on_row`` has anything to do on the next row of ``row_kinds``.
+
+        While it is False the evaluator skips ``on_row`` and a backtest need
+        not read those rows at all (it reads them again as soon as it is
+        True). Hooks without this method are always due.
+        """
+        ...
+
     def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision: ...
 
     def on_row(self, row: RowView, conn: sqlite3.Connection | None) -> None: ...
@@ -65,6 +74,9 @@ class DefaultHooks:
     """
 
     row_kinds: frozenset[str] | None = frozenset()
+
+    def due(self) -> bool:
+        return False
 
     def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
         if rule.level in ENFORCED_LEVELS:

@@ -280,6 +280,11 @@ class Lifecycle:
         self.authority = authority
         self.state = state or LifecycleState()
         self.config_error: str | None = None
+        #: Reason texts that depend only on the rule version, the authority and (for
+        #: shadow) its first-seen time and which side of the period ``now`` is on:
+        #: formatted once, not on every fire (see ``_level`` and ``_shadow``).
+        self._texts: dict[tuple[Any, ...], Any] = {}
+        self._texts_for: Authority | None = None
 
     # -- configuration ---------------------------------------------------------------
     def reload(self, load: object = None) -> str | None:
@@ -342,7 +347,7 @@ class Lifecycle:
             self.state.dirty_cool.add(key)
             return FireDecision(
                 SUPPRESSED,
-                decide_level(rule, self.authority)[0],
+                self._level(rule)[0],
                 (
                     f"suppressed: within cooldown {format_duration_ms(rule.cooldown_ms)} of the "
                     f"fire at seq {cool.last_fire_seq} ({iso_ms(cool.last_fire_at)}) for "
@@ -355,13 +360,46 @@ class Lifecycle:
         self.state.cooldowns[key] = Cooldown(now_ms, seq, 0, cool.suppressed_total if cool else 0)
         self.state.dirty_cool.add(key)
         first = self.state.first_seen.get((rule.name, rule.hash))
-        in_shadow, why = shadow_decision(
-            rule, None if first is None else first[1], now_ms, self.authority.shadow_period_ms
-        )
+        in_shadow, why = self._shadow(rule, None if first is None else first[1], now_ms)
         reasons.append(why)
-        level, level_reasons = decide_level(rule, self.authority)
+        level, level_reasons = self._level(rule)
         reasons.extend(level_reasons)
         return FireDecision(SHADOW if in_shadow else ACTIVE, level, tuple(reasons))
+
+    def _remembered(self) -> dict[tuple[Any, ...], Any]:
+        """The reason texts formatted under the current authority (forgotten when it changes)."""
+        if self._texts_for is not self.authority:
+            self._texts.clear()
+            self._texts_for = self.authority
+        return self._texts
+
+    def _level(self, rule: RuleLike) -> tuple[str, tuple[str, ...]]:
+        """:func:`decide_level` of this rule version under the current authority, remembered."""
+        texts = self._remembered()
+        key = ("level", rule.name, rule.hash, rule.level, rule.source_kind)
+        found = texts.get(key)
+        if found is None:
+            level, reasons = decide_level(rule, self.authority)
+            found = texts[key] = (level, tuple(reasons))
+        return found
+
+    def _shadow(self, rule: RuleLike, first_seen_at: int | None, now_ms: int) -> tuple[bool, str]:
+        """:func:`shadow_decision`, remembered per version, first-seen time and side of the period.
+
+        Its text depends on ``now_ms`` only through which side of the period
+        end it falls on (and, before the version is seen, on ``now_ms`` itself,
+        which is then not remembered).
+        """
+        period = self.authority.shadow_period_ms
+        if first_seen_at is None or rule.source_kind == "starter":
+            return shadow_decision(rule, first_seen_at, now_ms, period)
+        inside = now_ms < first_seen_at + period
+        texts = self._remembered()
+        key = ("shadow", rule.name, rule.hash, first_seen_at, inside)
+        found = texts.get(key)
+        if found is None:
+            found = texts[key] = shadow_decision(rule, first_seen_at, now_ms, period)
+        return found
 
     def flush(self, conn: sqlite3.Connection) -> None:
         self.state.flush(conn)
@@ -408,6 +446,8 @@ class LifecycleHooks:
         #: Set when a reload changed ``disable``: the evaluator must be rebuilt
         #: (with the silenced rules left out), which :func:`engine.rules.lease.serve` does.
         self.needs_rebuild = False
+        #: (rules, state, authority) when every active rule was last noted (see ``_note_all``).
+        self._noted_for: tuple[object, object, object] | None = None
 
     def host_factory(
         self, make: Callable[[Sequence[CompiledRule]], Any]
@@ -424,10 +464,43 @@ class LifecycleHooks:
 
         return build
 
+    def _noted(self) -> bool:
+        """Whether every active rule's version is already noted (see :meth:`_note_all`)."""
+        stamp = self._noted_for
+        lifecycle = self.lifecycle
+        return (
+            stamp is not None
+            and stamp[0] is self.rules
+            and stamp[1] is lifecycle.state
+            and stamp[2] is lifecycle.authority
+        )
+
     def _note_all(self, seq: int, now_ms: int) -> None:
+        """Note each active rule's first journal time; once done, nothing until something changes.
+
+        After one pass every active rule's (name, hash) is in the state, and
+        entries are never removed, so a later pass could only repeat no-ops
+        until the rules, the state (reloaded from the store) or the authority
+        (a changed ``disable``) is replaced: the pass remembers those objects.
+        """
+        if self._noted():
+            return
         for cr in self.rules.values():
             if not self.lifecycle.is_disabled(cr.rule.name):
                 self.lifecycle.note_loaded(cr.rule, seq, now_ms)
+        self._noted_for = (self.rules, self.lifecycle.state, self.lifecycle.authority)
+
+    def due(self) -> bool:
+        """Whether :meth:`on_row` has anything to do on the next tick.
+
+        Live (``conn`` set) it always has: stored holds, which other processes
+        may release, are re-evaluated on every tick. In a backtest a tick
+        matters only while a rule version is not yet noted (the shadow period
+        starts at its first tick) or a simulated hold is open (a tick may
+        release it); otherwise it changes nothing and the replay need not
+        read it.
+        """
+        return self.conn is not None or bool(self.simulated.active) or not self._noted()
 
     def on_match(self, rule: Rule, target: str, row: RowView, now_ms: int) -> FireDecision:
         seq = int(row["seq"])  # type: ignore[call-overload]

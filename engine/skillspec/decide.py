@@ -13,14 +13,26 @@ rank order produced it. Everything here is UI-free and never imports Textual.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
-from json import encoder as json_encoder
 from typing import Any
 
 from engine.errors import Diagnostic, InputError, Location
+from engine.skillspec.decision import (
+    CompiledRule,
+    CompiledSpec,
+    Decision,
+    MatchedRule,
+    RoutePlan,
+    RouteSelection,
+    TraceEvent,
+    _enc_opt,
+)
+
+try:  # the C string encoder json.dumps uses (no ASCII escaping), without importing json
+    from _json import encode_basestring as _enc
+except ImportError:  # pragma: no cover - every CPython has _json
+    from json.encoder import encode_basestring as _enc
 from engine.skillspec.matching import (
     BOOLEAN_PREDICATES,
     PREDICATE_KEYWORDS,
@@ -29,16 +41,31 @@ from engine.skillspec.matching import (
     normalize_phrase,
 )
 
+__all__ = [
+    "BASIS_DEFAULT",
+    "BASIS_ROUTE_ORDER",
+    "BASIS_RULE_PREFER",
+    "DEFAULT_REASON",
+    "CompiledRule",
+    "CompiledSpec",
+    "Decision",
+    "MatchedRule",
+    "RoutePlan",
+    "RouteSelection",
+    "TraceEvent",
+    "build_decision",
+    "compile_spec",
+    "decide",
+    "decision_json_line",
+    "matched_indices",
+    "rule_matches",
+]
+
 BASIS_RULE_PREFER = "rule_prefer"
 BASIS_ROUTE_ORDER = "route_order_default"
 BASIS_DEFAULT = "default_route_order"
 DEFAULT_REASON = "selected first route by rank/default order"
 _NO_RANK = 2**63 - 1
-_enc = json_encoder.encode_basestring  # the C string encoder json.dumps uses (no ASCII escaping)
-
-
-def _enc_opt(value: str | None) -> str:
-    return "null" if value is None else _enc(value)
 
 
 def _enc_list(values: Sequence[str]) -> str:
@@ -46,139 +73,6 @@ def _enc_list(values: Sequence[str]) -> str:
 
 
 _KNOWN_WHEN = frozenset(("user_says_any", "user_says_all_groups", *BOOLEAN_PREDICATES))
-
-
-@dataclass(frozen=True, slots=True)
-class MatchedRule:
-    id: str
-    reason: str | None
-    #: this entry already encoded as JSON (filled once per rule at compile time)
-    json: str = field(default="", repr=False, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledRule:
-    """One rule with its phrases normalized and indexed, plus its effects."""
-
-    index: int
-    id: str
-    any_phrases: tuple[str, ...]  # raw, as written
-    any_ids: frozenset[int]  # ids in the spec's PhraseIndex ('' phrases dropped)
-    groups: tuple[tuple[str, ...], ...]
-    group_ids: tuple[frozenset[int], ...]
-    booleans: tuple[tuple[str, bool], ...]
-    has_condition: bool
-    prefer: str | None
-    route_order: tuple[str, ...]
-    forbid: tuple[str, ...]
-    allow: tuple[tuple[str, Any], ...]
-    elicit: tuple[str, ...]
-    after_success: tuple[str, ...]
-    reason: str | None
-    line: int = 0
-
-    @property
-    def entry(self) -> MatchedRule:
-        encoded = f'{{"id": {_enc(self.id)}, "reason": {_enc_opt(self.reason)}}}'
-        return MatchedRule(self.id, self.reason, encoded)
-
-    @property
-    def only_any(self) -> bool:
-        """Only ``user_says_any``: being touched by a found phrase means it matches."""
-        return bool(self.any_ids) and not self.groups and not self.booleans
-
-    @property
-    def uses_phrases(self) -> bool:
-        return bool(self.any_phrases or self.groups)
-
-
-@dataclass(frozen=True, slots=True)
-class RoutePlan:
-    phases: tuple[str, ...]
-    jumps: tuple[str, ...]  # "phase:when->to_phase"
-
-
-@dataclass(frozen=True)
-class CompiledSpec:
-    """A spec prepared for deciding: built once, shared read-only."""
-
-    skill_id: str
-    schema: str
-    routes: tuple[str, ...]  # file order
-    default_route_order: tuple[str, ...]
-    rules: tuple[CompiledRule, ...]
-    plans: Mapping[str, RoutePlan]
-    route_checks: Mapping[str, tuple[str, ...]]
-    trace_required: bool
-    trace_record: tuple[str, ...]
-    tests: tuple[Mapping[str, Any], ...]
-    index: PhraseIndex = field(repr=False, compare=False)
-    phrase_rules: Mapping[int, tuple[int, ...]] = field(repr=False, compare=False)
-    always_eval: frozenset[int] = field(repr=False, compare=False)
-    bool_ids: Mapping[str, frozenset[int]] = field(repr=False, compare=False)
-    only_any: frozenset[int] = field(repr=False, compare=False)
-    entries: tuple[MatchedRule, ...] = field(repr=False, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class RouteSelection:
-    route: str
-    basis: str
-    rule_id: str | None
-    reason: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "route": self.route,
-            "basis": self.basis,
-            "rule_id": self.rule_id,
-            "reason": self.reason,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class TraceEvent:
-    """One decision event as the reference names it (``event``) with its payload."""
-
-    event: str
-    data: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    input: str
-    route: str | None
-    route_selection: RouteSelection | None
-    route_order: tuple[str, ...]
-    forbid: tuple[str, ...]
-    allow: Mapping[str, Any]
-    elicit: tuple[str, ...]
-    after_success: tuple[str, ...]
-    matched_rules: tuple[MatchedRule, ...]
-    reason: str | None
-    plan: RoutePlan | None = None
-    events: tuple[TraceEvent, ...] = ()
-
-    @property
-    def matched_rule_ids(self) -> tuple[str, ...]:
-        return tuple(m.id for m in self.matched_rules)
-
-    def to_json(self) -> dict[str, Any]:
-        """Exactly the pinned keys of ``skillspec decide --json``."""
-        return {
-            "input": self.input,
-            "route": self.route,
-            "route_selection": None
-            if self.route_selection is None
-            else self.route_selection.to_json(),
-            "route_order": list(self.route_order),
-            "forbid": list(self.forbid),
-            "allow": dict(self.allow),
-            "elicit": list(self.elicit),
-            "after_success": list(self.after_success),
-            "matched_rules": [{"id": m.id, "reason": m.reason} for m in self.matched_rules],
-            "reason": self.reason,
-        }
 
 
 # --------------------------------------------------------------------------- compile
@@ -410,6 +304,13 @@ def decide(compiled: CompiledSpec, text: str, *, events: bool = False) -> Decisi
     Only rules that a found phrase touches (plus rules with boolean predicates
     only) are evaluated: a rule with phrases none of which is present cannot match.
     """
+    rules = compiled.rules
+    matched = [rules[i] for i in matched_indices(compiled, text)]
+    return build_decision(compiled, text, matched, events=events)
+
+
+def matched_indices(compiled: CompiledSpec, text: str) -> tuple[int, ...]:
+    """Indices of the rules ``text`` matches, in file order."""
     found = compiled.index.find(normalize_input(text))
     candidates: set[int] = set(compiled.always_eval)
     phrase_rules = compiled.phrase_rules
@@ -419,12 +320,9 @@ def decide(compiled: CompiledSpec, text: str, *, events: bool = False) -> Decisi
             candidates.update(hit)
     rules = compiled.rules
     simple = compiled.only_any
-    matched = [
-        rules[i]
-        for i in sorted(candidates)
-        if i in simple or rule_matches(compiled, rules[i], found)
-    ]
-    return build_decision(compiled, text, matched, events=events)
+    return tuple(
+        i for i in sorted(candidates) if i in simple or rule_matches(compiled, rules[i], found)
+    )
 
 
 def build_decision(
@@ -534,6 +432,13 @@ def _events(
     return tuple(log)
 
 
+def allow_json(allow: Mapping[str, Any]) -> str:
+    """``allow`` as ``json.dumps`` writes it in a decision line (json loaded only when needed)."""
+    import json
+
+    return json.dumps(dict(allow), ensure_ascii=False, default=str)
+
+
 def decision_json_line(decision: Decision) -> str:
     """``json.dumps(decision.to_json(), ensure_ascii=False)``, built about twice as fast.
 
@@ -548,11 +453,7 @@ def decision_json_line(decision: Decision) -> str:
         else f'{{"route": {_enc(sel.route)}, "basis": {_enc(sel.basis)}, '
         f'"rule_id": {_enc_opt(sel.rule_id)}, "reason": {_enc_opt(sel.reason)}}}'
     )
-    allow = (
-        json.dumps(dict(decision.allow), ensure_ascii=False, default=str)
-        if decision.allow
-        else "{}"
-    )
+    allow = allow_json(decision.allow) if decision.allow else "{}"
     matched = ", ".join(
         m.json or f'{{"id": {_enc(m.id)}, "reason": {_enc_opt(m.reason)}}}'
         for m in decision.matched_rules

@@ -126,7 +126,7 @@ def check_spec(path: str | Path, *, resolve_files: bool = True) -> SpecReport:
 
     from engine.skillspec.structure import check_structure
 
-    errors = check_structure(doc.data, text, name)
+    errors = check_structure(doc.data, text, name, doc.depth)
     warnings: list[Diagnostic] = []
     data = doc.data if isinstance(doc.data, LocDict) else None
     if data is None:

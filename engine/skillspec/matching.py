@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import Final
+
+from engine.record import Record
 
 _IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _RUN = re.compile(r"[A-Za-z0-9_]+")
@@ -127,16 +129,31 @@ def contains_phrase(text: str, phrase: str) -> bool:
 
 
 def _has_border(s: str) -> bool:
-    """True when a proper prefix equals a suffix, i.e. occurrences can overlap."""
-    return any(s[:k] == s[-k:] for k in range(1, len(s)))
+    """True when a proper prefix equals a suffix, i.e. occurrences can overlap.
+
+    A suffix ``s[i:]`` can equal a prefix only where ``s[i]`` is ``s[0]``, so
+    only those starts are compared (in C), not every length.
+    """
+    if not s:
+        return False
+    first = s[0]
+    i = s.find(first, 1)
+    while i != -1:
+        if s.startswith(s[i:]):
+            return True
+        i = s.find(first, i + 1)
+    return False
 
 
-@dataclass(frozen=True, slots=True)
-class PhraseHit:
+class PhraseHit(Record):
     """Which spelling of a phrase was found: the phrase itself or its plural."""
 
-    phrase: str
-    found: str
+    __slots__ = ("found", "phrase")
+    __match_args__ = ("phrase", "found")
+
+    def __init__(self, phrase: str, found: str) -> None:
+        self.phrase: Final = phrase
+        self.found: Final = found
 
 
 class PhraseIndex:

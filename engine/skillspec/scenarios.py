@@ -16,22 +16,25 @@ test matches and routes no test selects.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from engine.record import Record
 from engine.skillspec.decide import CompiledSpec, Decision, decide
 
 _LIST_KEYS = ("forbid", "elicit", "after_success", "matched_rules")
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
+class Failure(Record):
     """One unmet expectation: which key, what the test wanted, what decide gave."""
 
-    expectation: str
-    expected: Any
-    got: Any
-    message: str
+    __slots__ = ("expectation", "expected", "got", "message")
+    __match_args__ = ("expectation", "expected", "got", "message")
+
+    def __init__(self, expectation: str, expected: Any, got: Any, message: str) -> None:
+        self.expectation: Final = expectation
+        self.expected: Final = expected
+        self.got: Final = got
+        self.message: Final = message
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -42,13 +45,25 @@ class Failure:
         }
 
 
-@dataclass(frozen=True)
-class TestResult:
-    name: str
-    input: str
-    failures: tuple[Failure, ...]
-    decision: Decision
-    line: int = 0
+class TestResult(Record):
+    """One scenario test run: its name and input, what failed, the decision it got."""
+
+    __slots__ = ("decision", "failures", "input", "line", "name")
+    __match_args__ = ("name", "input", "failures", "decision", "line")
+
+    def __init__(
+        self,
+        name: str,
+        input: str,
+        failures: tuple[Failure, ...],
+        decision: Decision,
+        line: int = 0,
+    ) -> None:
+        self.name: Final = name
+        self.input: Final = input
+        self.failures: Final = failures
+        self.decision: Final = decision
+        self.line: Final = line
 
     @property
     def passed(self) -> bool:
@@ -64,9 +79,14 @@ class TestResult:
         }
 
 
-@dataclass(frozen=True)
-class TestRun:
-    results: tuple[TestResult, ...]
+class TestRun(Record):
+    """Every scenario test of a spec, in file order."""
+
+    __slots__ = ("results",)
+    __match_args__ = ("results",)
+
+    def __init__(self, results: tuple[TestResult, ...]) -> None:
+        self.results: Final = results
 
     @property
     def passed(self) -> tuple[TestResult, ...]:
@@ -192,15 +212,37 @@ def run_tests(compiled: CompiledSpec) -> TestRun:
     return TestRun(tuple(results))
 
 
-@dataclass(frozen=True)
-class Coverage:
+class Coverage(Record):
     """Which rules no scenario test matches and which routes no test selects."""
 
-    rules_total: int
-    rules_uncovered: tuple[str, ...]
-    rules_uncovered_obligated: tuple[str, ...]  # route-changing, forbid or elicit rules
-    routes_total: int
-    routes_unselected: tuple[str, ...]
+    __slots__ = (
+        "routes_total",
+        "routes_unselected",
+        "rules_total",
+        "rules_uncovered",
+        "rules_uncovered_obligated",
+    )
+    __match_args__ = (
+        "rules_total",
+        "rules_uncovered",
+        "rules_uncovered_obligated",
+        "routes_total",
+        "routes_unselected",
+    )
+
+    def __init__(
+        self,
+        rules_total: int,
+        rules_uncovered: tuple[str, ...],
+        rules_uncovered_obligated: tuple[str, ...],  # route-changing, forbid or elicit rules
+        routes_total: int,
+        routes_unselected: tuple[str, ...],
+    ) -> None:
+        self.rules_total: Final = rules_total
+        self.rules_uncovered: Final = rules_uncovered
+        self.rules_uncovered_obligated: Final = rules_uncovered_obligated
+        self.routes_total: Final = routes_total
+        self.routes_unselected: Final = routes_unselected
 
     @property
     def complete(self) -> bool:

@@ -324,8 +324,12 @@ class StructureChecker:
         return self.check_obj(value, typ.variants[present[0]], path, loc, True, loc)
 
 
-def check_structure(data: Any, text: str, file: str) -> list[Diagnostic]:
-    """Every structural error of a parsed spec (unknown keys, types, missing fields)."""
+def check_structure(data: Any, text: str, file: str, depth: int | None = None) -> list[Diagnostic]:
+    """Every structural error of a parsed spec (unknown keys, types, missing fields).
+
+    ``depth`` is the nesting the parse found (:attr:`YamlDocument.depth`);
+    within :data:`MAX_NESTING` the document is not walked again to find it.
+    """
     checker = StructureChecker(text, file)
     root = data.pos if isinstance(data, LocDict) else Location(file, 1, 1)
     if not isinstance(data, dict):
@@ -333,7 +337,9 @@ def check_structure(data: Any, text: str, file: str) -> list[Diagnostic]:
             f"invalid type: {describe(data)}, expected struct SkillSpec", root, "", "structure"
         )
         return checker.errors
-    too_deep = _deeper_than(data, MAX_NESTING)
+    too_deep = (
+        None if depth is not None and depth <= MAX_NESTING else _deeper_than(data, MAX_NESTING)
+    )
     if too_deep is not None:
         checker.error(
             f"recursion limit exceeded: nesting deeper than {MAX_NESTING} levels",

@@ -1,12 +1,15 @@
-"""Cold ``skillspec validate`` on the largest corpus spec, against ``python -c pass``.
+"""Cold ``skillspec validate`` and ``skillspec test`` on the largest corpus spec, beside ``pass``.
 
-A user runs ``skillspec validate`` from a shell or a pre-commit hook, so what
-matters is the whole process: interpreter start, imports, reading, checking.
-We time the venv's console script in fresh processes (median of N,
-alternating with ``python -c pass`` of the same interpreter as the baseline)
-with bytecode, as an installed package has it (see ``_coldstart.py``); the
-tree under test comes first on ``PYTHONPATH``. Target (issue 14): <= 80 ms.
-We also report whether Textual got imported (it must not: the CLI stays light).
+A user runs ``skillspec validate`` from a shell or a pre-commit hook, and
+``skillspec test`` beside it, so what matters is the whole process:
+interpreter start, imports, reading, checking, deciding. We time the venv's
+console script in fresh processes (median of N, alternating with ``python -c
+pass`` of the same interpreter as the baseline) with bytecode, as an
+installed package has it (see ``_coldstart.py``); the tree under test comes
+first on ``PYTHONPATH``. Targets (issue 21): validate <= 2.5x and test <= 3x
+the bare interpreter start of the same run (issue 14's 80 ms for validate is
+shown too). The in-process time of the same work is printed beside each, and
+whether Textual got imported (it must not: the CLI stays light).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,39 +70,66 @@ def textual_imported(spec: Path) -> bool:
     return out.strip().endswith("True")
 
 
+def in_process_ms(spec: Path, what: str) -> float:
+    """The same work in a warm process (imports done), best of five: what start-up adds to."""
+    from engine.skillspec.load import check_spec, load_decidable
+    from engine.skillspec.scenarios import run_tests
+
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        if what == "validate":
+            check_spec(spec)
+        else:
+            loaded = load_decidable(spec)
+            assert loaded.compiled is not None
+            run_tests(loaded.compiled)
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
+
+
 def run(quick: bool) -> list[Row]:
     spec = largest_spec()
     if spec is None:
         return []
     runs = 7 if quick else 21
-    argv = [*command(), "validate", str(spec)]
-    cold = time_cold(argv, runs, child_env())
+    rows: list[Row] = []
     size_kb = spec.stat().st_size / 1024
-    return [
-        Row("python -c pass (baseline)", cold.pass_wall_ms, "ms", higher_is_better=False),
+    for what, factor in (("validate", 2.5), ("test", 3.0)):
+        cold = time_cold([*command(), what, str(spec)], runs, child_env())
+        rows.append(
+            Row(
+                f"skillspec {what} cold (largest corpus spec)",
+                cold.wall_ms,
+                "ms",
+                target=factor * cold.pass_wall_ms,
+                higher_is_better=False,
+                baseline=cold.pass_wall_ms,
+                note=(
+                    f"{spec.relative_to(REFERENCE)} ({size_kb:.0f} KiB), median of {runs}, with"
+                    f" bytecode, alternating with `python -c pass` ({cold.pass_wall_ms:.1f} ms):"
+                    f" {cold.wall_ms / cold.pass_wall_ms:.2f}x it (target {factor}x"
+                    + (", and issue 14's 80 ms" if what == "validate" else "")
+                    + f"); {cold.over_pass_ms:.0f} ms over bare interpreter start; in process"
+                    f" the same work takes {in_process_ms(spec, what):.1f} ms; CPU"
+                    f" {cold.cpu_ms:.1f} ms against {cold.pass_cpu_ms:.1f} ms; ratio ="
+                    f" pass / {what}; {interpreter_note()}; {load_note()}"
+                ),
+            )
+        )
+    rows.insert(
+        0, Row("python -c pass (baseline)", cold.pass_wall_ms, "ms", higher_is_better=False)
+    )
+    rows.append(
         Row(
-            "skillspec validate cold (largest corpus spec)",
-            cold.wall_ms,
-            "ms",
-            target=80,
+            "skillspec validate imports textual",
+            float(textual_imported(spec)),
+            "bool",
+            target=0,
             higher_is_better=False,
-            baseline=cold.pass_wall_ms,
-            note=(
-                f"{spec.relative_to(REFERENCE)} ({size_kb:.0f} KiB), median of {runs}, with "
-                f"bytecode; {cold.over_pass_ms:.0f} ms over bare interpreter start "
-                f"(ratio = pass / validate); {interpreter_note()}; "
-                f"textual imported: {'YES' if textual_imported(spec) else 'no'}"
-            ),
-        ),
-        Row(
-            "skillspec validate CPU (user+sys)",
-            cold.cpu_ms,
-            "ms",
-            higher_is_better=False,
-            baseline=cold.pass_cpu_ms,
-            note=f"mean; `python -c pass` uses {cold.pass_cpu_ms:.1f} ms CPU; {load_note()}",
-        ),
-    ]
+        )
+    )
+    return rows
 
 
 if __name__ == "__main__":

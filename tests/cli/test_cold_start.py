@@ -111,6 +111,16 @@ VALIDATE_ENGINE = {
 }
 
 
+#: ``skillspec test`` adds decide, its matcher and the scenario runner to the checker.
+TEST_ENGINE = VALIDATE_ENGINE | {
+    "engine.cli.cmd_spec_decide",
+    "engine.skillspec.decide",
+    "engine.skillspec.decision",
+    "engine.skillspec.matching",
+    "engine.skillspec.scenarios",
+}
+
+
 def loaded_after(code: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
     """(exit code, top-level and engine module names) once ``code`` ran ``main`` in a new process.
 
@@ -177,6 +187,17 @@ def test_skillspec_validate_loads_only_the_checker(tmp_path: Path) -> None:
     assert rc == 0
     assert not loaded & (HEAVY | {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect"})
     assert {m for m in loaded if m.startswith("engine")} <= VALIDATE_ENGINE
+
+
+def test_skillspec_test_loads_only_the_checker_and_decide(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID)
+    rc, loaded = loaded_after(
+        f"from engine.cli.skillspec import main\nrc = main(['test', {str(path)!r}])"
+    )
+    assert rc == 0
+    banned = {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect", "argparse"}
+    assert not loaded & (HEAVY | banned)
+    assert {m for m in loaded if m.startswith("engine")} <= TEST_ENGINE
 
 
 # -- the plain-argument fast paths read what argparse reads ---------------------------------
@@ -260,6 +281,27 @@ def test_the_validate_fast_path_reads_plain_arguments_as_argparse_does(words: li
     assert read == {k: v for k, v in vars(quick).items() if k != "handler"}
 
 
+SPEC_WORDS = st.sampled_from(
+    [
+        *("--json", "--coverage", "--inputs", "--input", "--inp", "--inputs=x", "-", "-h"),
+        *("--help", "--", "--trace-dir", "d", "s.yml", "in.jsonl", "-1", "", "--json=1", "test"),
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(["test", "decide", "validate"]), st.lists(SPEC_WORDS, max_size=6))
+def test_the_test_and_decide_fast_paths_read_as_argparse_does(
+    command: str, words: list[str]
+) -> None:
+    argv = [command, *words]
+    quick = skillspec.plain_args(argv)
+    if quick is None:
+        return
+    read = argparse_reads(skillspec.program(), argv)
+    assert read == {k: v for k, v in vars(quick).items() if k != "handler"}
+
+
 def test_the_fast_paths_take_the_usual_forms_and_leave_the_rest_to_argparse() -> None:
     hook = cmd_hook.plain_args
     assert vars(hook(["claude-code"]) or argparse.Namespace()) == {
@@ -285,3 +327,16 @@ def test_the_fast_paths_take_the_usual_forms_and_leave_the_rest_to_argparse() ->
     assert vars(validate(["validate", "--json", "s.yml"]) or argparse.Namespace())["json"]
     for argv in (["validate"], ["validate", "-s.yml"], ["validate", "a", "b"], ["test", "s"]):
         assert validate(argv) is None, argv
+    plain = skillspec.plain_args
+    assert vars(plain(["test", "s.yml", "--coverage"]) or argparse.Namespace())["coverage"]
+    decide = vars(plain(["decide", "--json", "s.yml", "--inputs", "-"]) or argparse.Namespace())
+    assert (decide["inputs"], decide["input"], decide["trace_dir"]) == ("-", None, None)
+    for argv in (
+        ["decide", "s.yml", "--input", "x"],
+        ["decide", "s.yml", "--inputs", "f", "--trace-dir", "d"],
+        ["decide", "s.yml", "--inputs=f"],
+        ["decide", "s.yml"],
+        ["test", "s.yml", "--cov"],
+        ["explain", "s.yml", "--input", "x"],
+    ):
+        assert plain(argv) is None, argv
