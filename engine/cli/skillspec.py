@@ -211,6 +211,10 @@ def plain_args(argv: Sequence[str]) -> argparse.Namespace | None:
             spec = word
     if spec is None or (command == "decide" and inputs is None):
         return None
+    from engine.capped import path_refusal
+
+    if path_refusal(spec) is not None or (inputs not in (None, "-") and path_refusal(inputs)):
+        return None  # argparse refuses it as a usage error naming the argument
     if command == "decide":
         values.update(input=None, inputs=inputs, trace_dir=None)
     from engine.cli.common import plain_namespace
