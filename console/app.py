@@ -19,12 +19,12 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Header, Input, TabbedContent, TabPane, TextArea
+from textual.widgets import Input, TabbedContent, TabPane, TextArea
 
 from console.context import ConsoleContext
 from console.errors import ConsoleError
 from console.help import HelpScreen, KeysScreen
-from console.messages import Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
+from console.messages import ActingChanged, Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
 from console.panes.backtest import BacktestPane
 from console.panes.base import StorePane
 from console.panes.decide import DecidePane
@@ -37,8 +37,10 @@ from console.panes.rules import RulesPane
 from console.panes.timeline import TimelinePane
 from console.reload import FilesChanged, watch_files
 from console.widgets.footer import QuietFooter
+from console.widgets.header import ConsoleHeader
 from engine.config import load_config
 from engine.errors import HarnessError
+from engine.views.acting import acting_on
 from engine.views.changes import file_stamp
 from engine.views.live import (
     DEMO_ENFORCE,
@@ -116,14 +118,15 @@ class HarnessConsole(App[int]):
         label = context.label if context.label is not None else str(context.store_path)
         self.sub_title = ("demo · " if context.options.demo else "") + label
         self._stop = threading.Event()
-        self._eval_stop = threading.Event()
+        #: Set when rule files or harness.toml changed: the acting evaluator reloads.
+        self._eval_reload = threading.Event()
         self._watch_stop = asyncio.Event()
         self.config_error = ""
         #: Panes shown before the current one, for Esc (newest last).
         self._history: list[str] = []
-        #: The store's files when the header's serve mark was last checked, and the mark.
+        #: The store's files when the header's "who acts" was last read, and what it said.
         self._acting_stamp: tuple[int, ...] = ()
-        self._serve_acting = False
+        self.acting = ""
 
     def on_load(self) -> None:
         """Create/migrate the store before any pane's worker opens it."""
@@ -139,7 +142,10 @@ class HarnessConsole(App[int]):
             for widget in self.query("Input, TextArea"):
                 widget.cursor_blink = False  # type: ignore[attr-defined]
         self._focus_pane(self.initial)
-        self.set_interval(2.0, self._mark_serve_acting)
+        self.query_one(ConsoleHeader).where = self.sub_title
+        self._read_acting()
+        self.set_interval(2.0, self._poll_acting)
+        self._hang_up_exits()
         if self.startup_error is not None:
             self.show_error(self.startup_error)
             return
@@ -149,8 +155,8 @@ class HarnessConsole(App[int]):
                 # history writer holds the write lock batch after batch, and an
                 # evaluator waiting on it reached the live rows seconds late
                 self._demo_feed()
-            else:
-                self._restart_evaluator()
+            elif self.context.options.act:
+                self._evaluate()
             if self.context.options.demo:
                 self.notify(
                     f"demo: `{DEMO_ENFORCE}` is enforced in memory for this session only "
@@ -163,44 +169,64 @@ class HarnessConsole(App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
-        self._eval_stop.set()
         self._watch_stop.set()
 
-    def _mark_serve_acting(self) -> None:
-        """Say in the header when `harness serve` is the acting evaluator on this store.
+    def _hang_up_exits(self) -> None:
+        """A closed terminal (SIGHUP) or SIGTERM ends the console as `ctrl+q` does.
 
-        A stat first: taking the lease is a write, so while the store's files
-        stand still only a serve already acting (whose lease lapses without a
-        write) needs the store opened.
+        So ``--demo``'s temporary store is removed (see :func:`run_console`)
+        when the terminal is killed, not only on a clean quit.
         """
-        from engine.views.acting import mark_title, serve_acting
+        import signal
 
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.exit)
+            except (NotImplementedError, RuntimeError, ValueError):
+                return  # not the main thread (tests) or no signals here
+
+    # -- who acts --------------------------------------------------------------
+
+    def _poll_acting(self) -> None:
+        """Re-read who acts when the store's files moved, or while someone acts.
+
+        A stat first: taking or renewing the lease is a write, so while the
+        store's files stand still only an actor's lease lapsing (its process
+        killed) can change the answer.
+        """
         stamp = file_stamp(self.context.store_path)
-        if stamp == self._acting_stamp and not self._serve_acting:
+        if stamp == self._acting_stamp and self.acting.startswith("nobody"):
             return
         self._acting_stamp = stamp
-        self._serve_acting = serve_acting(self.context.store_path)
-        self.sub_title = mark_title(self.sub_title, self._serve_acting)
+        self._read_acting()
 
-    def _restart_evaluator(self) -> None:
-        """(Re)start the embedded evaluator with the current rules and config."""
-        self._eval_stop.set()
-        self._eval_stop = threading.Event()
-        self._evaluate(self._eval_stop)
+    @work(thread=True, exclusive=True, group="acting")
+    def _read_acting(self) -> None:
+        acting = acting_on(self.context.store_path)
+        line = acting.line() if acting is not None else "who acts: store not readable"
+        self.post_message(ActingChanged(line))
+
+    def on_acting_changed(self, message: ActingChanged) -> None:
+        self.acting = message.line
+        self.query_one(ConsoleHeader).acting = message.line
+
+    # -- the acting evaluator (--act) ------------------------------------------
 
     def _backlog(self, cursor: int, head: int) -> None:
         self.post_message(Backlog(cursor, head))
 
-    @work(thread=True, group="evaluator")
-    def _evaluate(self, stop: threading.Event) -> None:
-        """The embedded evaluator: acts when it holds the store lease, else follows."""
+    @work(thread=True, exclusive=True, group="evaluator")
+    def _evaluate(self) -> None:
+        """Act when this console holds the store lease (only with --act), else follow."""
         opts = self.context.options
         try:
             run_evaluator(
                 opts.store_path,
-                self.context.current_config,
+                lambda: self.context.current_config,
                 opts.policy_dir,
-                stop,
+                self._stop,
+                reload=self._eval_reload,
                 on_progress=self._backlog,
             )
         except HarnessError as exc:
@@ -217,8 +243,7 @@ class HarnessConsole(App[int]):
         if "rules" in message.kinds or "config" in message.kinds:
             self.query_one(RulesPane).action_refresh()
             self.query_one(BacktestPane).reload_rules()
-            if self.context.evaluate:
-                self._restart_evaluator()
+            self._eval_reload.set()  # the acting evaluator (--act) reloads and records the digest
         if "spec" in message.kinds:
             self.query_one(DecidePane).specs_changed(message.paths)
 
@@ -236,6 +261,7 @@ class HarnessConsole(App[int]):
             )
             return
         self.config_error = ""
+        self.context.file_config = config
         if opts.demo:
             config = demo_config(config)
         self.context.config = config
@@ -247,7 +273,7 @@ class HarnessConsole(App[int]):
         store, policy_dir = self.context.store_path, self.context.options.policy_dir
         try:
             prepare_demo_store_apart(store, self.context.clock(), policy_dir)
-            self.call_from_thread(self._restart_evaluator)
+            self.call_from_thread(self._evaluate)
             self._demo_mine()
             feed_live(store, self._stop)
         except HarnessError as exc:
@@ -266,7 +292,7 @@ class HarnessConsole(App[int]):
 
     def compose(self) -> ComposeResult:
         ctx = self.context
-        yield Header()
+        yield ConsoleHeader()
         with TabbedContent(initial=self.initial, id="panes"):
             for spec in PANES:
                 with TabPane(spec.title, id=spec.id):
@@ -381,8 +407,11 @@ class HarnessConsole(App[int]):
 def run_console(options: ConsoleOptions) -> int:
     """Entry point used by ``harness console``; returns the process exit code."""
     app = HarnessConsole(ConsoleContext(options))
-    result = app.run()
-    if options.temp_dir is not None and app.return_code in (0, None):
-        # --demo's store, policy and spec were temporary: a clean exit leaves nothing behind
-        shutil.rmtree(options.temp_dir, ignore_errors=True)
+    try:
+        result = app.run()
+    finally:
+        if options.temp_dir is not None:
+            # --demo's store, policy and spec were temporary: leave nothing behind,
+            # also when the terminal was closed under it
+            shutil.rmtree(options.temp_dir, ignore_errors=True)
     return int(result or 0)

@@ -5,9 +5,10 @@ Usage: ``harness evaluate [--follow] [--store PATH] [--json]``.
 Without ``--follow`` it evaluates every committed row after the cursor and
 exits (what a cron job or a test wants); with ``--follow`` it keeps going as
 rows commit until interrupted. Either way it goes through the lifecycle
-(``engine.rules.lifecycle.open_live``) and the store lease, so running it
-beside the console never acts twice: the one holding the lease acts, the
-other follows.
+(``engine.rules.lifecycle.open_live``) and the store lease (role
+``evaluate``, with the digest of its rule set), so running it beside serve or
+a console started with ``--act`` never acts twice: the one holding the lease
+acts, the others follow (a console hands the lease over to it).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _fire_line(fire: Any, as_json: bool) -> str:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from engine.config import resolve_store
-    from engine.rules.lease import Lease, current_lease, serve
+    from engine.rules.lease import EVALUATE, Lease, current_lease, ruleset_digest, serve
     from engine.store.db import connect
 
     open_live = _open_live()
@@ -55,7 +56,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     config, rules = _load(args)
     miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
     conn = connect(resolve_store(args.store, config), create=False)
-    lease = Lease(conn)
+    lease = Lease(conn, role=EVALUATE, ruleset=ruleset_digest(rules, config.rules))
     totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0, "proposals": 0}
 
     def maybe_mine() -> None:
@@ -113,7 +114,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     lease.release()
             else:
                 holder = current_lease(conn)
-                who = holder.holder if holder is not None else "another evaluator"
+                who = holder.who if holder is not None else "another evaluator"
                 sys.stderr.write(f"{who} holds the evaluator lease; nothing evaluated here\n")
         cursor = conn.execute("SELECT seq FROM rule_cursor WHERE name = 'live'").fetchone()
         disabled: list[tuple[str, str, int]] = conn.execute(

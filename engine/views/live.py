@@ -11,6 +11,7 @@ the starter pack's planted patterns fire within seconds of opening.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,10 +22,11 @@ from engine.config import HarnessConfig
 from engine.fleet.sim import DAY_MS, HOUR_MS, MINUTE_MS, day_rows, write_fleet
 from engine.journal.rows import InsertRow
 from engine.journal.writer import Committer
-from engine.rules.lease import Lease, Stepper, serve
+from engine.rules.lease import CONSOLE, Lease, Stepper, ruleset_digest, serve
+from engine.rules.model import CompiledRule
 from engine.store.db import connect
 from engine.views.changes import Backoff, file_stamp
-from engine.views.rules import load_console_rules
+from engine.views.rules import keep_last_good, load_console_rules
 from engine.views.store_schema import register_full_schema
 
 # The demo and the live tail open stores for the whole program's schema.
@@ -239,13 +241,25 @@ def feed_live(
     speed: float = 400.0,
     clock: Callable[[], int] = _wall_ms,
     poll_s: float = 0.05,
+    keep_rows: int = 0,
 ) -> int:
-    """Write replayed rows as their wall time comes, until ``stop``; return rows written."""
+    """Write replayed rows as their wall time comes, until ``stop``; return rows written.
+
+    At 400 simulated seconds a second a demo left open replays a simulated
+    day every few minutes. Each time it has written ``keep_rows`` more rows
+    (default: as many as the store held when it started, the demo's day of
+    history), the oldest rows beyond twice that are pruned, so the store's size
+    levels off (SQLite reuses the freed pages) instead of growing by hundreds
+    of MB an hour.
+    """
     conn = connect(store, check_same_thread=False)
     committer = Committer(conn)
-    written = 0
-    last_at = int(conn.execute("SELECT COALESCE(MAX(at), 0) FROM rule_journal").fetchone()[0])
-    pending = replay_rows(max(clock(), last_at + 1), speed=speed)
+    written = since_trim = 0
+    last_at, held = conn.execute(
+        "SELECT COALESCE(MAX(at), 0), COUNT(*) FROM rule_journal"
+    ).fetchone()
+    keep = keep_rows or max(int(held), 10_000)
+    pending = replay_rows(max(clock(), int(last_at) + 1), speed=speed)
     nxt = next(pending, None)
     try:
         while nxt is not None and not stop.is_set():
@@ -257,10 +271,29 @@ def feed_live(
             if batch:
                 committer.import_history(batch, atomic=True, synth_ticks=False, validate=False)
                 written += len(batch)
+                since_trim += len(batch)
+                if since_trim >= keep:
+                    since_trim = 0
+                    trim_journal(conn, keep_rows=2 * keep)
             stop.wait(poll_s)
     finally:
         conn.close()
     return written
+
+
+def trim_journal(conn: sqlite3.Connection, *, keep_rows: int) -> int:
+    """Prune all but the newest ``keep_rows`` journal rows (the journal's own prune); rows gone."""
+    from engine.journal.reader import prune
+
+    row = conn.execute(
+        "SELECT at FROM rule_journal WHERE seq <= (SELECT MAX(seq) FROM rule_journal) - ?"
+        " ORDER BY seq DESC LIMIT 1",
+        (keep_rows,),
+    ).fetchone()
+    if row is None:
+        return 0
+    # prune keeps rows at or after now - 1 day: put "now" one day after the boundary row
+    return int(prune(conn, days=1, now_ms=int(row[0]) + DAY_MS).deleted)
 
 
 class QuietStepper:
@@ -310,18 +343,49 @@ IDLE_STEP = _IdleStep()
 EVAL_IDLE_S = 0.5
 
 
+class ActingRules:
+    """The rules an acting console evaluates with, their config, and the digest its lease records.
+
+    Reloaded when rule files or harness.toml change; a broken edit keeps the
+    last good version of its rules (as the Rules pane shows them).
+    """
+
+    def __init__(self, config: HarnessConfig, policy_dir: Path | None) -> None:
+        self.policy_dir = policy_dir
+        self.config = config
+        self.loaded = load_console_rules(config, policy_dir)
+        self.digest = ruleset_digest(self.loaded.rules, config.rules)
+
+    @property
+    def rules(self) -> list[CompiledRule]:
+        return list(self.loaded.rules)
+
+    def reload(self, config: HarnessConfig) -> None:
+        self.config = config
+        self.loaded = keep_last_good(self.loaded, load_console_rules(config, self.policy_dir))
+        self.digest = ruleset_digest(self.loaded.rules, config.rules)
+
+
 def run_evaluator(
     store: Path,
-    config: HarnessConfig,
+    config: Callable[[], HarnessConfig],
     policy_dir: Path | None,
     stop: threading.Event,
     *,
+    reload: threading.Event | None = None,
     on_step: Callable[[object], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     poll_s: float = 0.05,
     idle_s: float = EVAL_IDLE_S,
 ) -> None:
-    """Evaluate the store while holding its lease (else follow) until ``stop`` is set.
+    """Act on the store while holding its lease (else follow) until ``stop`` is set.
+
+    Only a console started with ``--act`` (or ``--demo``) runs this: the lease
+    records role ``console`` and the rule set's digest, and hands over to
+    ``harness serve`` or ``harness evaluate`` when one starts. Setting
+    ``reload`` re-reads the rules and ``config()`` (keeping the last good
+    version of a broken file), records the new digest in the lease and
+    rebuilds the evaluator, without giving the lease up.
 
     ``on_progress(cursor, head)`` follows each batch that evaluated rows, so a
     console can say "evaluating backlog: seq N of M" while it catches up.
@@ -332,29 +396,41 @@ def run_evaluator(
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
     from engine.rules.lifecycle_run import open_live
 
-    miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
+    acting = ActingRules(config(), policy_dir)
+    miners = MinerSchedule(check_miner_names(acting.config.rule_miners, str(acting.config.source)))
     conn = connect(store, check_same_thread=False)
     try:
-        rules = load_console_rules(config, policy_dir).rules
-        lease = Lease(conn)
+        lease = Lease(conn, role=CONSOLE, ruleset=acting.digest)
         pace = Backoff(poll_s, max(poll_s, idle_s))
 
         def build() -> Stepper:
-            evaluator, _policy = open_live(conn, rules, config, lease=lease)
+            if reload is not None and reload.is_set():
+                reload.clear()
+                acting.reload(config())
+                lease.set_ruleset(acting.digest)
+            evaluator, _policy = open_live(conn, acting.rules, acting.config, lease=lease)
             return QuietStepper(cast(Stepper, evaluator), store)
 
         def stepped(result: object) -> None:
             pace.saw(bool(getattr(result, "rows", 0)))
             # configured miners run in the acting evaluator, hourly in journal time
             if getattr(result, "rows", 0):
-                mine_if_due(miners, conn, rules, config.rules)
+                mine_if_due(miners, conn, acting.rules, acting.config.rules)
                 if on_progress is not None:
                     head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM rule_journal")
                     on_progress(int(getattr(result, "cursor", 0)), int(head.fetchone()[0]))
             if on_step is not None:
                 on_step(result)
 
-        serve(lease, build, stop, poll_s=poll_s, on_step=stepped, idle_wait=lambda: pace.delay)
+        serve(
+            lease,
+            build,
+            stop,
+            poll_s=poll_s,
+            on_step=stepped,
+            idle_wait=lambda: pace.delay,
+            rebuild=reload.is_set if reload is not None else None,
+        )
     finally:
         conn.close()
 

@@ -22,17 +22,33 @@ STARTER_RULES = ROOT / "starter_rules"
 
 @dataclass(frozen=True, slots=True)
 class ConsoleOptions:
-    """Everything the console needs to start; ``demo`` means the store is a temp file."""
+    """Everything the console needs to start; ``demo`` means the store is a temp file.
+
+    ``act`` says the console may act (take the store lease, store fires,
+    create holds and stops, run actions) when nobody else does; without it the
+    console only watches. ``--demo`` implies it. ``config`` is what the
+    console works with (with ``--demo``: plus the demo's in-memory enforce
+    entry); ``file_config`` is what the operator's harness.toml alone grants,
+    for anything the operator might paste back into that file.
+    """
 
     store_path: Path
     demo: bool = False
+    act: bool = False
     spec_globs: tuple[str, ...] = ()
     policy_dir: Path | None = None
     config_file: Path = field(default_factory=config_path)
     config: HarnessConfig = field(default_factory=HarnessConfig)
     starter_dir: Path = STARTER_RULES
-    #: ``--demo`` without ``--store``: the temporary directory to remove on a clean exit.
+    #: ``--demo`` without ``--store``: the temporary directory to remove on exit.
     temp_dir: Path | None = None
+    #: The configuration as the file says it (None: the same as ``config``).
+    file_config: HarnessConfig | None = None
+
+    @property
+    def granted(self) -> HarnessConfig:
+        """What harness.toml itself grants (no demo additions)."""
+        return self.file_config if self.file_config is not None else self.config
 
     @classmethod
     def from_args(
@@ -42,8 +58,9 @@ class ConsoleOptions:
         demo: bool = False,
         specs: tuple[str, ...] = (),
         policy: str | None = None,
+        act: bool = False,
     ) -> ConsoleOptions:
-        cfg = load_config()
+        cfg = file_cfg = load_config()
         temp_dir: Path | None = None
         if demo and store is None:
             temp_dir = Path(tempfile.mkdtemp(prefix="harness-demo-"))
@@ -80,11 +97,13 @@ class ConsoleOptions:
         return cls(
             store_path=store_path,
             demo=demo,
+            act=act or demo,
             spec_globs=tuple(specs) + tuple(cfg.console_specs) + demo_specs,
             temp_dir=temp_dir,
             policy_dir=policy_dir,
             config_file=config_path(),
             config=cfg,
+            file_config=file_cfg,
         )
 
     def spec_files(self) -> list[Path]:

@@ -308,7 +308,7 @@ async def test_demo_ships_a_spec_and_removes_its_temp_store(
 
 
 async def test_backlog_progress_is_shown(tmp_path: Path, policy_dir: Path) -> None:
-    """Item 10: while the embedded evaluator works through a backlog, Rules says so."""
+    """Item 10: while the acting evaluator (--act) works through a backlog, Rules says so."""
     from console.context import ConsoleContext
     from engine.config import HarnessConfig
     from engine.fleet.sim import write_fleet
@@ -323,7 +323,7 @@ async def test_backlog_progress_is_shown(tmp_path: Path, policy_dir: Path) -> No
     head = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
     conn.close()
     options = ConsoleOptions(
-        store_path=store, policy_dir=policy_dir, config=demo_config(HarnessConfig())
+        store_path=store, act=True, policy_dir=policy_dir, config=demo_config(HarnessConfig())
     )
     context = ConsoleContext(options, clock=lambda: END_MS, evaluate=True, cursor_blink=False)
     app = HarnessConsole(context, initial="rules", watch_files=False)
