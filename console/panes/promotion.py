@@ -147,10 +147,12 @@ class PromotionScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="promotion")
     def _run(self, cancel: threading.Event) -> None:
         config = self.context.current_config
+        granted = self.context.granted_config
         try:
             conn = self.context.connect()
             try:
-                self.post_message(self.Header(promotion_header(conn, self.rule, config)))
+                header = promotion_header(conn, self.rule, config, granted=granted)
+                self.post_message(self.Header(header))
                 report = simulate_enforced(
                     conn,
                     self.rule,
