@@ -1,9 +1,11 @@
 """The operator console: a Textual app over the engine's read models.
 
-All logic lives in ``engine/``; the app composes panes, routes messages between
-them (a fire selected in Fires opens Explain, a rule in Rules opens Backtest),
-and owns the cross-cutting conventions: command palette, F1 help per pane,
-light/dark theme, and file reload.
+All logic lives in ``engine/`` (reached only through ``engine.views``); the app
+composes panes, routes messages between them (a fire selected in Fires opens
+Explain, a rule in Rules opens Backtest), and owns the cross-cutting
+conventions: keys handled in the order typed (``console.keys``), the header
+saying who acts, command palette, help built from the bindings, light/dark
+theme, and file reload.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -23,10 +25,11 @@ from textual.widgets import Input, TabbedContent, TabPane, TextArea
 
 from console.context import ConsoleContext
 from console.errors import ConsoleError
-from console.help import HelpScreen, KeysScreen
+from console.help import HelpSection, KeysScreen, key_rows
+from console.keys import focus_now, key_in_order, paste_in_order
 from console.messages import ActingChanged, Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
 from console.panes.backtest import BacktestPane
-from console.panes.base import StorePane
+from console.panes.base import StorePane, about
 from console.panes.decide import DecidePane
 from console.panes.explain import ExplainPane
 from console.panes.fires import FiresPane
@@ -67,22 +70,25 @@ class PaneSpec:
 
     id: str
     title: str
-    cls: type[StorePane | BacktestPane | TimelinePane]
+    cls: type[StorePane[Any] | TimelinePane]
     focus: str
     home: str = ""
+    #: Widgets of the pane whose own keys belong in its help (e.g. the rule editor).
+    parts: tuple[str, ...] = ()
 
 
 #: The one pane table: tabs, number keys, palette commands, help and focus derive from it.
 PANES: tuple[PaneSpec, ...] = (
     PaneSpec("fleet", "Fleet", FleetPane, "#fleet-table"),
-    PaneSpec("fires", "Fires", FiresPane, "#fires-table"),
+    PaneSpec("fires", "Fires", FiresPane, "#fires-table", parts=("#fires-table",)),
     PaneSpec("rules", "Rules", RulesPane, "#rules-table"),
     PaneSpec("holds", "Holds", HoldsPane, "#holds-table"),
-    PaneSpec("decide", "Decide", DecidePane, "#decide-input", home="#decide-decision"),
-    PaneSpec("explain", "Explain", ExplainPane, "#explain-steps"),
-    PaneSpec("backtest", "Backtest", BacktestPane, "#backtest-rule"),
+    # the pane opens on its result, not in the input: the number keys keep switching panes
+    PaneSpec("decide", "Decide", DecidePane, "#decide-decision"),
+    PaneSpec("explain", "Explain", ExplainPane, "#explain-steps", parts=("#explain-steps",)),
+    PaneSpec("backtest", "Backtest", BacktestPane, "#backtest-rule", parts=("#backtest-editor",)),
     PaneSpec("proposals", "Proposals", ProposalsPane, "#proposals-table"),
-    PaneSpec("timeline", "Timeline", TimelinePane, "#timeline-grid"),
+    PaneSpec("timeline", "Timeline", TimelinePane, "#timeline-grid", parts=("#timeline-grid",)),
 )
 PANE_BY_ID = {spec.id: spec for spec in PANES}
 #: The footer shows the number keys as one group.
@@ -90,17 +96,30 @@ PANE_KEYS = Binding.Group("Panes", compact=True)
 
 
 class HarnessConsole(App[int]):
-    """Tabbed panes over one store; see ``console/help.py`` for each pane's keys."""
+    """Tabbed panes over one store, one pane per use (see each pane's docstring for its keys).
+
+    Keys: ``1``-``9`` show a pane, ``esc`` back (out of a text box first, then
+    to the pane shown before), ``?`` every key (opened at this pane), ``F1``
+    this pane's help, ``ctrl+t`` light/dark, ``ctrl+p`` command palette,
+    ``ctrl+q`` quit.
+
+    Messages: :class:`~console.messages.OpenExplain`,
+    :class:`~console.messages.OpenBacktest`, :class:`~console.messages.ShowPane`
+    route between panes; :class:`~console.messages.Backlog`,
+    :class:`~console.messages.ActingChanged` and
+    :class:`~console.messages.ShowError` come from workers;
+    :class:`~console.reload.FilesChanged` from the file watcher.
+    """
 
     CSS_PATH = "app.tcss"
     #: Focus goes to the pane's main widget (see PANES), not the tab strip.
     AUTO_FOCUS = None
     TITLE = "harness console"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f1", "help", "Help"),
-        Binding("ctrl+t", "toggle_theme", "Theme"),
+        Binding("question_mark", "keys", "Keys", tooltip="every key, opened at this pane"),
+        Binding("f1", "help", "Help", tooltip="what this pane shows, and its keys"),
+        Binding("ctrl+t", "toggle_theme", "Theme", show=False, tooltip="light/dark"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
-        Binding("question_mark", "keys", "Keys"),
         Binding("escape", "go_back", "Back", show=False),
         *[
             Binding(str(i), f"show_pane('{spec.id}')", spec.title, group=PANE_KEYS)
@@ -128,6 +147,20 @@ class HarnessConsole(App[int]):
         self._acting_stamp: tuple[int, ...] = ()
         self.acting = ""
 
+    async def on_event(self, event: events.Event) -> None:
+        """Keys and pastes are handled whole, in the order typed (see ``console.keys``)."""
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self.app_focus = True
+            if await key_in_order(self, event):
+                return
+        elif (
+            isinstance(event, events.Paste)
+            and not event.is_forwarded
+            and await paste_in_order(self, event)
+        ):
+            return
+        await super().on_event(event)
+
     def on_load(self) -> None:
         """Create/migrate the store before any pane's worker opens it."""
         try:
@@ -142,7 +175,7 @@ class HarnessConsole(App[int]):
             for widget in self.query("Input, TextArea"):
                 widget.cursor_blink = False  # type: ignore[attr-defined]
         self._focus_pane(self.initial)
-        self.query_one(ConsoleHeader).where = self.sub_title
+        self.base.query_one(ConsoleHeader).where = self.sub_title
         self._read_acting()
         self.set_interval(2.0, self._poll_acting)
         self._hang_up_exits()
@@ -209,7 +242,9 @@ class HarnessConsole(App[int]):
 
     def on_acting_changed(self, message: ActingChanged) -> None:
         self.acting = message.line
-        self.query_one(ConsoleHeader).acting = message.line
+        if not self.screen_stack:
+            return  # closing
+        self.base.query_one(ConsoleHeader).acting = message.line
 
     # -- the acting evaluator (--act) ------------------------------------------
 
@@ -241,11 +276,13 @@ class HarnessConsole(App[int]):
         if "config" in message.kinds:
             self._reload_config()
         if "rules" in message.kinds or "config" in message.kinds:
-            self.query_one(RulesPane).action_refresh()
-            self.query_one(BacktestPane).reload_rules()
+            rules = self.base.query_one(RulesPane)
+            rules.reloading = True  # says what it loaded (a toast) when the read lands
+            rules.action_refresh()
+            self.base.query_one(BacktestPane).reload_rules()
             self._eval_reload.set()  # the acting evaluator (--act) reloads and records the digest
         if "spec" in message.kinds:
-            self.query_one(DecidePane).specs_changed(message.paths)
+            self.base.query_one(DecidePane).specs_changed(message.paths)
 
     def _reload_config(self) -> None:
         opts = self.context.options
@@ -288,7 +325,7 @@ class HarnessConsole(App[int]):
             self.post_message(ShowError(f"Demo mining stopped: {exc.title}", str(exc)))
             return
         if found:
-            self.call_from_thread(self.query_one(ProposalsPane).action_refresh)
+            self.call_from_thread(self.base.query_one(ProposalsPane).action_refresh)
 
     def compose(self) -> ComposeResult:
         ctx = self.context
@@ -303,21 +340,27 @@ class HarnessConsole(App[int]):
 
     @property
     def active_pane(self) -> str:
-        return self.query_one("#panes", TabbedContent).active or self.initial
+        return self.base.query_one("#panes", TabbedContent).active or self.initial
 
     def action_show_pane(self, pane: str) -> None:
         current = self.active_pane
         if pane != current:
             self._history = [*self._history[-(MAX_HISTORY - 1) :], current]
         if pane == "timeline":
-            self.query_one(TimelinePane).prepare()  # its first load overlaps the tab switch
-        self.query_one("#panes", TabbedContent).active = pane
-        self.call_after_refresh(self._focus_pane, pane)
+            self.base.query_one(TimelinePane).prepare()  # its first load overlaps the tab switch
+        self.base.query_one("#panes", TabbedContent).active = pane
+        self._focus_pane(pane)
+
+    @property
+    def base(self) -> Screen[Any]:
+        """The screen the panes live on (under any help or question shown over it)."""
+        return self.screen_stack[0] if self.screen_stack else self.screen
 
     def _focus_pane(self, pane: str) -> None:
+        """Focus the pane's main widget now, so the next key typed already goes to it."""
         spec = PANE_BY_ID.get(pane)
         if spec is not None:
-            self.query_one(f"#{pane} {spec.focus}").focus()
+            focus_now(self.base.query_one(f"#{pane} {spec.focus}"))
 
     def action_go_back(self) -> None:
         """Esc: leave a text box for its pane, else return to the pane shown before."""
@@ -325,47 +368,49 @@ class HarnessConsole(App[int]):
         spec = PANE_BY_ID.get(self.active_pane)
         if isinstance(focused, Input | TextArea) and spec is not None:
             target = spec.home or spec.focus
-            home = self.query_one(f"#{spec.id} {target}")
+            home = self.base.query_one(f"#{spec.id} {target}")
             if home is not focused:
-                home.focus()
+                focus_now(home)
                 return
         if self._history:
             pane = self._history.pop()
-            self.query_one("#panes", TabbedContent).active = pane
-            self.call_after_refresh(self._focus_pane, pane)
+            self.base.query_one("#panes", TabbedContent).active = pane
+            self._focus_pane(pane)
 
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.active_pane))
+    async def action_help(self) -> None:
+        """F1: this pane's help (what it shows, its keys), from its docstring and bindings."""
+        await self.push_screen(KeysScreen(self.help_sections(), self.active_pane, only=True))
 
-    def action_keys(self) -> None:
-        """``?``: every key of every pane, read from the bindings themselves."""
-        sections = [("Everywhere", self._key_rows(self.BINDINGS))]
-        sections += [(spec.title, self._key_rows(spec.cls.BINDINGS)) for spec in PANES]
-        self.push_screen(KeysScreen(sections))
+    async def action_keys(self) -> None:
+        """``?``: every key of every pane, opened at the pane on screen."""
+        await self.push_screen(KeysScreen(self.help_sections(), self.active_pane))
 
-    def _key_rows(self, bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
-        rows: list[tuple[str, str]] = []
-        numbers: list[str] = []
-        for item in bindings:
-            if not isinstance(item, Binding):
-                continue
-            if item.group is PANE_KEYS:
-                numbers.append(item.key)
-                continue
-            keys = " / ".join(
-                self.get_key_display(Binding(k.strip(), item.action)) for k in item.key.split(",")
-            )
-            rows.append((keys, item.description or item.action))
-        if numbers:
-            titles = ", ".join(f"{n} {spec.title}" for n, spec in zip(numbers, PANES, strict=False))
-            rows.insert(0, (f"{numbers[0]}-{numbers[-1]}", f"show a pane: {titles}"))
-        return rows
+    def help_sections(self) -> list[HelpSection]:
+        """One section per pane (its bindings and its parts'), and the keys that work everywhere."""
+        display = self._key_display
+        everywhere = key_rows(self.BINDINGS, display, skip=lambda b: b.group is PANE_KEYS)
+        titles = ", ".join(f"{n} {spec.title}" for n, spec in enumerate(PANES, start=1))
+        everywhere.insert(0, (f"1-{len(PANES)}", f"show a pane: {titles}"))
+        everywhere.append(("ctrl+p", "command palette: panes, theme, help, quit"))
+        sections = [HelpSection("everywhere", "Everywhere", "", tuple(everywhere))]
+        for spec in PANES:
+            bindings: list[BindingType] = list(spec.cls.BINDINGS)
+            for part in spec.parts:
+                bindings.extend(type(self.base.query_one(f"#{spec.id} {part}")).BINDINGS)
+            rows = key_rows(bindings, display)
+            sections.append(HelpSection(spec.id, spec.title, about(spec.cls), tuple(rows)))
+        return sections
+
+    def _key_display(self, key: str) -> str:
+        return self.get_key_display(Binding(key, ""))
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme != "textual-light" else "textual-dark"
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own "Keys" (its key panel) would sit beside this app's `?` and F1
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
+        yield SystemCommand("Keys", "Every key, opened at this pane (?)", self.action_keys)
         for spec in PANES:
             yield SystemCommand(
                 f"Go to {spec.title}",
@@ -373,16 +418,18 @@ class HarnessConsole(App[int]):
                 lambda p=spec.id: self.action_show_pane(p),
             )
         yield SystemCommand("Toggle light/dark", "Switch theme", self.action_toggle_theme)
-        yield SystemCommand("Help for this pane", "F1", self.action_help)
+        yield SystemCommand(
+            "Help for this pane", "What it shows and its keys (F1)", self.action_help
+        )
 
     # -- routing between panes ----------------------------------------------
 
     def on_open_explain(self, message: OpenExplain) -> None:
-        self.query_one(ExplainPane).load_fire(message.fire_id)
+        self.base.query_one(ExplainPane).load_fire(message.fire_id)
         self.action_show_pane("explain")
 
     def on_open_backtest(self, message: OpenBacktest) -> None:
-        self.query_one(BacktestPane).select_rule(message.rule)
+        self.base.query_one(BacktestPane).select_rule(message.rule)
         self.action_show_pane("backtest")
 
     def on_show_pane(self, message: ShowPane) -> None:
@@ -390,12 +437,12 @@ class HarnessConsole(App[int]):
 
     def on_backlog(self, message: Backlog) -> None:
         """The evaluator stored a batch: show its progress, and let the Fires tail look now."""
-        if self.screen_stack:  # the panes live on the base screen, under any modal
-            base = self.screen_stack[0]
-            for pane in base.query(RulesPane):
-                pane.show_backlog(message.cursor, message.head)
-            for fires in base.query(FiresPane):
-                fires.poke()
+        if not self.screen_stack:
+            return  # closing
+        for pane in self.base.query(RulesPane):
+            pane.show_backlog(message.cursor, message.head)
+        for fires in self.base.query(FiresPane):
+            fires.poke()
 
     def on_show_error(self, message: ShowError) -> None:
         self.notify(message.message, title=message.title, severity="error", timeout=8)

@@ -58,6 +58,11 @@ class ConsoleContext:
         return self.file_config or self.options.granted
 
     @property
+    def policy_dir(self) -> Path | None:
+        """``--policy`` (or the demo's policy directory)."""
+        return self.options.policy_dir
+
+    @property
     def store_path(self) -> Path:
         return self.options.store_path
 

@@ -27,11 +27,13 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from console.context import ConsoleContext
-from console.messages import ShowPane
+from console.messages import ShowError, ShowPane
+from console.panes.base import plural
 from console.panes.fires import FiresPane
 from engine.errors import HarnessError
 from engine.views.changes import file_stamp
 from engine.views.timeline import (
+    LEVELS,
     ZOOMS,
     Cell,
     Timeline,
@@ -42,12 +44,14 @@ from engine.views.timeline import (
 )
 
 NAME_W = 10
-GLYPHS = {
-    "annotate": ("▫", "dim"),
-    "notify": ("▪", "cyan"),
-    "hold": ("■", "bold yellow"),
-    "stop": ("█", "bold red"),
-}
+#: Each level's glyph and style, worst last (the level words come from the rule vocabulary).
+GLYPHS = dict(
+    zip(
+        LEVELS,
+        (("▫", "dim"), ("▪", "cyan"), ("■", "bold yellow"), ("█", "bold red")),
+        strict=True,
+    )
+)
 QUIET = ("∙", "dim")  # fired only in shadow or suppressed: nothing acted
 HELD = ("━", "yellow")
 LEGEND = (
@@ -93,6 +97,11 @@ class TimelineGrid(Widget, can_focus=True):
 
     A plain widget rendering one Rich Text, not a DataTable: a DataTable with a
     column per bucket (up to ~150) took over a second to lay out on each paint.
+
+    Keys: arrows move the cell cursor, ``home``/``end`` the first/last column,
+    ``enter`` the Fires of that cell.
+
+    Messages: :class:`Moved` (the cursor moved), :class:`Selected` (Enter).
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -185,12 +194,28 @@ class TimelineGrid(Widget, can_focus=True):
 
 
 class TimelinePane(Vertical):
+    """Harnesses down, time across: each cell the worst level that fired there, holds as spans.
+
+    A dot marks a cell whose fires were only shadow or suppressed (nothing
+    acted). Time is journal time: the right edge is the newest row. While
+    live, a cheap signature query decides whether anything changed before a
+    repaint.
+
+    Keys: ``+``/``-`` zoom in/out (1h, 6h, 24h, 7d), ``[``/``]`` pan earlier
+    and later, ``n`` now, ``enter`` on a cell the Fires of that harness and
+    time (on the name column: the whole span), ``r`` refresh.
+
+    Messages: :class:`Loaded` (a grid was read); posts
+    :class:`~console.messages.ShowPane`; listens to :class:`TimelineGrid.Moved`
+    and :class:`TimelineGrid.Selected`.
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("plus,equals_sign", "zoom(-1)", "Zoom in"),
         Binding("minus", "zoom(1)", "Zoom out"),
         Binding("left_square_bracket", "pan(-1)", "Earlier"),
         Binding("right_square_bracket", "pan(1)", "Later"),
-        Binding("n", "now", "Now", show=False),
+        Binding("n", "now", "Now", show=False, tooltip="back to the newest row"),
         Binding("r", "refresh", "Refresh", show=False),
     ]
     DEFAULT_CSS = """
@@ -199,6 +224,8 @@ class TimelinePane(Vertical):
     """
 
     class Loaded(Message):
+        """A grid was read (with its lines drawn in the worker) and its change signature."""
+
         def __init__(
             self, timeline: Timeline, lines: list[Text], signature: tuple[int, ...]
         ) -> None:
@@ -299,7 +326,7 @@ class TimelinePane(Vertical):
             finally:
                 conn.close()
         except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            self.post_message(ShowError(exc.title, str(exc)))
             return
         self.post_message(self.Loaded(timeline, grid_lines(timeline), signature))
 
@@ -338,7 +365,7 @@ class TimelinePane(Vertical):
         )
         text = (
             f"zoom {tl.zoom} · {format_bucket(tl.bucket_ms)}/col · {span} UTC · {where}"
-            f" · {tl.fires} fires · {len(tl.holds)} holds"
+            f" · {plural(tl.fires, 'fire')} · {plural(len(tl.holds), 'hold')}"
         )
         cell = self.selected()
         if cell is not None:

@@ -126,21 +126,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_release(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
     from engine.errors import InputError
-    from engine.rules.holds import release_by_operator
-    from engine.rules.lease import wall_ms
     from engine.store.db import connect
-    from engine.store.txn import immediate
+    from engine.views.holds import release_hold
 
     path = _existing_store(args)
     if path is None:
         raise InputError(
             f"{_store(args)}: no store here, so no hold {args.hold_id}", title="No store"
         )
-    conn = connect(path)
-    with immediate(conn):
-        hold = release_by_operator(
-            conn, args.hold_id, reason=args.reason or "released by operator", now_ms=wall_ms()
-        )
+    hold = release_hold(connect(path), args.hold_id, reason=args.reason)
     if args.json:
         print_json({"ok": True, "hold": hold.to_json()})
     else:

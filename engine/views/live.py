@@ -368,7 +368,7 @@ class ActingRules:
 
 def run_evaluator(
     store: Path,
-    config: Callable[[], HarnessConfig],
+    config: HarnessConfig | Callable[[], HarnessConfig],
     policy_dir: Path | None,
     stop: threading.Event,
     *,
@@ -385,7 +385,8 @@ def run_evaluator(
     ``harness serve`` or ``harness evaluate`` when one starts. Setting
     ``reload`` re-reads the rules and ``config()`` (keeping the last good
     version of a broken file), records the new digest in the lease and
-    rebuilds the evaluator, without giving the lease up.
+    rebuilds the evaluator, without giving the lease up. ``config`` is the
+    configuration, or a function giving the current one (read on each reload).
 
     ``on_progress(cursor, head)`` follows each batch that evaluated rows, so a
     console can say "evaluating backlog: seq N of M" while it catches up.
@@ -396,7 +397,8 @@ def run_evaluator(
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
     from engine.rules.lifecycle_run import open_live
 
-    acting = ActingRules(config(), policy_dir)
+    current = config if callable(config) else (lambda: config)
+    acting = ActingRules(current(), policy_dir)
     miners = MinerSchedule(check_miner_names(acting.config.rule_miners, str(acting.config.source)))
     conn = connect(store, check_same_thread=False)
     try:
@@ -406,7 +408,7 @@ def run_evaluator(
         def build() -> Stepper:
             if reload is not None and reload.is_set():
                 reload.clear()
-                acting.reload(config())
+                acting.reload(current())
                 lease.set_ruleset(acting.digest)
             evaluator, _policy = open_live(conn, acting.rules, acting.config, lease=lease)
             return QuietStepper(cast(Stepper, evaluator), store)

@@ -18,7 +18,9 @@ from engine.config import HarnessConfig
 from engine.errors import Diagnostic
 from engine.rules.lifecycle import Authority, decide_level, shadow_decision
 from engine.rules.loader import default_sources, load_rules
-from engine.rules.model import LoadResult, Rule
+from engine.rules.model import LoadResult as LoadResult  # what the Rules pane keeps
+from engine.rules.model import Rule
+from engine.rules.vocab import ENFORCED_LEVELS
 from engine.timefmt import iso_ms_precise
 
 
@@ -146,7 +148,7 @@ def rule_rows(
             elif in_shadow:
                 until = (seen or now) + authority.shadow_period_ms
                 state, detail = "shadow", f"shadow until {iso_ms_precise(until)}"
-            elif effective in ("hold", "stop"):
+            elif effective in ENFORCED_LEVELS:
                 state, detail = "enforced", reasons[0]
             else:
                 state, detail = "active", why if rule.source_kind != "starter" else reasons[0]

@@ -1,0 +1,100 @@
+"""Every key is handled whole, in the order it was typed, before the next one is read.
+
+Textual reads a key on the app, then hands it to the focused widget's own
+queue and goes on reading. A binding that moves focus (``/`` opens the Fires
+filter, ``5`` shows Decide, ``esc`` leaves a text box) therefore ran after the
+keys typed behind it had already been handed to the widget that had focus
+before: ``/h05⏎`` typed in one burst or pasted opened the filter but gave the
+``5`` to the pane switcher (issue 19 P1.3). Here the app does, for each key,
+what the widgets would do, in Textual's own order (priority bindings, the
+focused widget's own typing, then the bindings from the focused widget up),
+and finishes before it reads the next key. Focus moves made by those
+bindings are immediate (:func:`focus_now`, not ``Widget.focus``, which only
+queues the move), text fields act on Enter at once (:class:`Field`), and
+screens opened by a key are awaited until they are mounted with focus set.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from textual import events
+from textual.app import App
+from textual.widget import Widget
+from textual.widgets import Input
+
+
+def types_text(widget: Widget) -> bool:
+    """Whether ``widget`` handles keys itself before bindings (Input, TextArea, Select's list)."""
+    return type(widget)._on_key is not Widget._on_key
+
+
+async def key_in_order(app: App[Any], event: events.Key) -> bool:
+    """Handle ``event`` completely now; False leaves it to Textual (nothing else wanted it)."""
+    if not app.screen_stack:
+        return False  # closing
+    screen = app.screen
+    if screen.maximized is not None:
+        return False  # Textual's escape-to-minimize
+    if await app._check_bindings(event.key, priority=True):
+        return True
+    focused = screen.focused
+    if focused is not None and types_text(focused):
+        handled = focused._on_key(event)
+        if inspect.isawaitable(handled):
+            await handled
+        if event._stop_propagation:  # it typed the key
+            return True
+    if await app._check_bindings(event.key):
+        return True
+    # a typing widget already had the key; nothing else would take it
+    return focused is not None and types_text(focused)
+
+
+async def paste_in_order(app: App[Any], event: events.Paste) -> bool:
+    """Give pasted text to the focused text field now, between the keys around it."""
+    if not app.screen_stack:
+        return False
+    focused = app.screen.focused
+    if focused is None or not types_text(focused):
+        return False
+    handled = focused._on_paste(event)  # type: ignore[attr-defined]
+    if inspect.isawaitable(handled):
+        await handled
+    return True
+
+
+def focus_now(widget: Widget) -> None:
+    """Move focus to ``widget`` at once (the next key already goes to it)."""
+    widget.screen.set_focus(widget)
+
+
+class Field(Input):
+    """A one-line text field whose Enter acts at once (``on_enter``), not after later keys.
+
+    ``on_enter(value)`` runs inside the Enter key's handling, so a key typed
+    right after Enter (a pane number) already finds focus where ``on_enter``
+    put it. Without ``on_enter`` the field posts ``Input.Submitted`` as usual.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_enter: Callable[[str], object] | None = None,
+        value: str = "",
+        placeholder: str = "",
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(value=value, placeholder=placeholder, id=id, classes=classes)
+        self.on_enter = on_enter
+
+    async def action_submit(self) -> None:
+        if self.on_enter is None:
+            await super().action_submit()
+            return
+        done = self.on_enter(self.value)
+        if inspect.isawaitable(done):
+            await done
