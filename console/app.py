@@ -41,6 +41,7 @@ from console.panes.timeline import TimelinePane
 from console.reload import FilesChanged, watch_files
 from console.widgets.footer import QuietFooter
 from console.widgets.header import ConsoleHeader
+from console.widgets.tabs import PaneTabs
 from engine.config import load_config
 from engine.errors import HarnessError
 from engine.views.acting import acting_on
@@ -117,7 +118,7 @@ class HarnessConsole(App[int]):
     TITLE = "harness console"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "keys", "Keys", tooltip="every key, opened at this pane"),
-        Binding("f1", "help", "Help", tooltip="what this pane shows, and its keys"),
+        Binding("f1", "help", "Help", show=False, tooltip="what this pane shows, and its keys"),
         Binding("ctrl+t", "toggle_theme", "Theme", show=False, tooltip="light/dark"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("escape", "go_back", "Back", show=False),
@@ -330,7 +331,7 @@ class HarnessConsole(App[int]):
     def compose(self) -> ComposeResult:
         ctx = self.context
         yield ConsoleHeader()
-        with TabbedContent(initial=self.initial, id="panes"):
+        with PaneTabs(initial=self.initial, id="panes"):
             for spec in PANES:
                 with TabPane(spec.title, id=spec.id):
                     yield spec.cls(ctx)

@@ -38,7 +38,7 @@ from console.panes.base import StorePane
 from console.panes.explain import ExplainPane
 from console.widgets.progress import StillProgressBar
 from console.widgets.spark import bar
-from console.widgets.table import PATH, TEXT, Column, FitTable
+from console.widgets.table import PATH, Column, FitTable
 from engine.errors import HarnessError
 from engine.timefmt import short_ms
 from engine.views.backtest import (
@@ -101,9 +101,9 @@ class BacktestPane(StorePane[None]):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+r", "run", "Run backtest"),
+        Binding("ctrl+r", "run", "Run", tooltip="the rule or your edited copy"),
         # priority: checked before the focused editor's ctrl+x (cut) while a run is going
-        Binding("ctrl+x", "cancel", "Cancel run", priority=True),
+        Binding("ctrl+x", "cancel", "Cancel", priority=True, tooltip="the run going on"),
         Binding("f5", "reset_editor", "Reset copy", tooltip="the rule's source again"),
     ]
     DEFAULT_CSS = """
@@ -111,13 +111,14 @@ class BacktestPane(StorePane[None]):
     BacktestPane #backtest-rule { width: 1fr; }
     BacktestPane #backtest-since { width: 18; }
     BacktestPane #backtest-until { width: 18; }
-    BacktestPane #backtest-body { height: 1fr; }
+    BacktestPane #backtest-body { height: 3fr; min-height: 7; }
     BacktestPane #backtest-left { width: 1fr; }
     BacktestPane #backtest-editor { height: 1fr; }
-    BacktestPane #backtest-lint { height: auto; max-height: 6; padding: 0 1; }
+    BacktestPane #backtest-lint { height: auto; max-height: 4; padding: 0 1; }
     BacktestPane #backtest-right { width: 1fr; }
-    BacktestPane #backtest-summary { height: auto; max-height: 16; padding: 0 1; }
+    BacktestPane #backtest-summary { height: 1fr; padding: 0 1; }
     BacktestPane #backtest-progress { height: 1; padding: 0 1; }
+    BacktestPane #backtest-fires { height: 2fr; min-height: 5; }
     """
 
     class Rules(Message):
@@ -184,19 +185,20 @@ class BacktestPane(StorePane[None]):
                 yield StillProgressBar(id="backtest-progress", total=1)
                 with VerticalScroll(id="backtest-summary"):
                     yield Static("ctrl+r runs the rule (or your edited copy)", id="backtest-text")
-                yield FitTable(
-                    [
-                        Column("Δ", "delta"),
-                        Column("seq", "seq", right=True),
-                        Column("at (UTC)", "at"),
-                        Column("target", "target", PATH, least=8),
-                        Column("level", "level"),
-                        Column("status", "status"),
-                        Column("aggregates", "aggregates", TEXT, least=10),
-                    ],
-                    id="backtest-fires",
-                    cursor_type="row",
-                )
+        # the would-be fires take the whole width: their seqs, times and counts stay whole
+        yield FitTable(
+            [
+                Column("Δ", "delta"),
+                Column("seq", "seq", right=True),
+                Column("at (UTC)", "at"),
+                Column("target", "target", PATH, least=8),
+                Column("level", "level"),
+                Column("status", "status"),
+                Column("aggregates", "aggregates"),
+            ],
+            id="backtest-fires",
+            cursor_type="row",
+        )
 
     def on_mount(self) -> None:
         self._load_rules()

@@ -61,10 +61,10 @@ class DecidePane(StorePane[None]):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("i,enter", "focus_input", "Type input"),
-        Binding("ctrl+s", "save_scenario", "Save as scenario"),
-        Binding("ctrl+o", "pick_file", "Open spec…"),
-        Binding("ctrl+l", "open_path", "Spec path", tooltip="type a spec path or glob"),
+        Binding("i,enter", "focus_input", "Type", tooltip="an input to decide"),
+        Binding("ctrl+s", "save_scenario", "Save test", tooltip="the input and decision"),
+        Binding("ctrl+o", "pick_file", "Open", tooltip="browse for a spec file"),
+        Binding("ctrl+l", "open_path", "Spec path", show=False, tooltip="type a path or glob"),
     ]
     DEFAULT_CSS = """
     DecidePane #decide-top { height: 3; }
@@ -175,7 +175,7 @@ class DecidePane(StorePane[None]):
             box.update(escape(self.error))
             box.remove_class("hidden")
             if self.spec is None:
-                self._clear_result(f"no decision: {display_path(message.path)} is not loaded")
+                self._clear_result()
             return
         self.error = ""
         box.update("")
@@ -239,7 +239,11 @@ class DecidePane(StorePane[None]):
     def _run_decide(self, spec: LoadedSpec, text: str) -> None:
         self.post_message(self.Decided(spec, text, try_input(spec, text)))
 
-    def _clear_result(self, why: str = NO_SPEC) -> None:
+    def _clear_result(self, why: str | None = None) -> None:
+        if why is None:
+            why = NO_SPEC
+            if self.loaded_path is not None and self.error:
+                why = f"no decision: {display_path(self.loaded_path)} is not loaded (see above)"
         self.result = None
         self.query_one("#decide-decision", VerticalScroll).border_title = None
         self.query_one("#decide-decision-text", Static).update(escape(why))
@@ -254,11 +258,11 @@ class DecidePane(StorePane[None]):
         self.result = message.result
         spec = message.spec
         box = self.query_one("#decide-decision", VerticalScroll)
-        box.border_title = escape(f"{spec.path.name} {spec.version}")
+        box.border_title = escape(f"{display_path(spec.path)} {spec.version}")
         d = message.result.decision
         sel = d.route_selection
         lines = [
-            f"[dim]input {escape(repr(message.text))} · spec {escape(display_path(spec.path))}[/]",
+            f"[dim]input[/dim]  {escape(repr(message.text))}",
             f"[b]route[/b]  {escape(d.route or '<none>')}",
         ]
         if sel is not None:

@@ -18,6 +18,9 @@ from console.panes.base import StorePane
 from engine.views.fire_explain import FireExplanation, explain_fire
 from engine.views.live import DEMO_ENFORCE
 
+#: The footer shows the two step keys as one group.
+STEPS = Binding.Group("Step", compact=True)
+
 
 class StepScroll(VerticalScroll):
     """The steps, scrolled; its step keys win over the scroll keys of the same names.
@@ -30,8 +33,8 @@ class StepScroll(VerticalScroll):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right,n", "step(1)", "Next step"),
-        Binding("left,p", "step(-1)", "Previous step"),
+        Binding("left,p", "step(-1)", "Prev", group=STEPS),
+        Binding("right,n", "step(1)", "Next", group=STEPS),
         Binding("home", "edge(0)", "First step", show=False),
         Binding("end", "edge(1)", "Last step", show=False),
     ]

@@ -151,8 +151,8 @@ class FiresPane(StorePane[None]):
         Binding(
             "slash", "filter", "Filter", tooltip="words; rule:NAME level:hold status:S harness:H"
         ),
-        Binding("end,G", "jump_back", "Follow tail"),
-        Binding("c", "copy", "Copy JSON", tooltip="the selected fire, over OSC 52"),
+        Binding("end,G", "jump_back", "Follow", tooltip="back to the live tail"),
+        Binding("c", "copy", "Copy", tooltip="the selected fire as JSON, over OSC 52"),
         Binding("enter", "explain", "Explain", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]

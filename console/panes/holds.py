@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import ClassVar
 
+from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -36,9 +37,12 @@ class HoldsPane(StorePane[list[HoldRow]]):
     """
 
     REFRESH_S = 0.0
+    DEFAULT_CSS = """
+    HoldsPane #holds-detail { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "explain", "Explain its fire"),
-        Binding("x", "release", "Release hold", tooltip="asks for a reason first"),
+        Binding("enter", "explain", "Explain", tooltip="the fire that created the hold"),
+        Binding("x", "release", "Release", tooltip="the selected hold; asks for a reason first"),
         Binding("r", "refresh", "Refresh", tooltip="read the store now"),
     ]
 
@@ -62,14 +66,14 @@ class HoldsPane(StorePane[list[HoldRow]]):
                 Column("rule", "rule", TEXT, least=10),
                 Column("since (UTC)", "since"),
                 Column("state", "state"),
-                Column("released by", "by", TEXT, least=8),
+                Column("by", "by", TEXT, least=8),
                 Column("reason", "reason", TEXT, least=12),
             ],
             id="holds-table",
             cursor_type="row",
             zebra_stripes=True,
         )
-        yield Static("", id="holds-detail", classes="status-line")
+        yield Static("", id="holds-detail")
 
     def read(self, conn: sqlite3.Connection) -> list[HoldRow]:
         return list_holds(conn, now_ms=self.context.clock())
@@ -110,6 +114,18 @@ class HoldsPane(StorePane[list[HoldRow]]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_explain()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The selected hold's reason in full below the table (the column may be shortened)."""
+        event.stop()
+        hold = self.selected()
+        detail = self.query_one("#holds-detail", Static)
+        if hold is None:
+            detail.update("")
+            return
+        said = hold.release_reason or hold.reason
+        who = f" · released by {hold.released_by}" if hold.released_by else ""
+        detail.update(escape(f"hold {hold.id:,} on {hold.harness} ({hold.rule}){who}: {said}"))
 
     def action_explain(self) -> None:
         """Enter: the fire that created the selected hold, in Explain."""

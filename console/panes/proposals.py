@@ -69,8 +69,8 @@ class ProposalsPane(StorePane[list[Proposal]]):
 
     REFRESH_S = 5.0
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("b", "rebacktest", "Re-run backtest", tooltip="over the last 7 days"),
-        Binding("p", "prepare", "Prepare branch", tooltip="in a [policy_repo.*] checkout"),
+        Binding("b", "rebacktest", "Backtest", tooltip="again, over the last 7 days"),
+        Binding("p", "prepare", "Branch", tooltip="prepare it in a [policy_repo.*] checkout"),
         Binding("r", "refresh", "Refresh", tooltip="read the store now"),
     ]
     DEFAULT_CSS = """
@@ -139,8 +139,8 @@ class ProposalsPane(StorePane[list[Proposal]]):
         self.query_one(FitTable).show(cells, [str(p.id) for p in result])
         self._show(self.selected())
         self.query_one("#proposals-status", Static).update(
-            f"{plural(len(result), 'proposal')}; all at notify or below: enforcing needs the "
-            "operator's harness.toml"
+            f"{plural(len(result), 'proposal')} · all at notify or below: only your harness.toml"
+            " enforces"
         )
 
     def selected(self) -> Proposal | None:

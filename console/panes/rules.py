@@ -17,7 +17,7 @@ from console.keys import focus_now
 from console.messages import OpenBacktest
 from console.panes.base import StorePane, plural
 from console.widgets.table import TEXT, Column, FitTable
-from engine.timefmt import minute_ms
+from engine.timefmt import short_ms
 from engine.views.rules import (
     FireCounter,
     LoadResult,
@@ -34,20 +34,21 @@ ERROR_LINES = 4
 
 
 def error_lines(result: LoadResult) -> str:
-    """The rule-error box: how many files are broken, one line each, and how many more."""
-    errors = result.errors
-    files = list(dict.fromkeys(d.location.file or "?" for d in errors))
+    """The rule-error box: how many files are broken, one line per file, how many more."""
+    by_file: dict[str, list[str]] = {}
+    for d in result.errors:
+        by_file.setdefault(d.location.file or "?", []).append(str(d).splitlines()[0])
     head = (
-        f"{plural(len(files), 'rule file')} with errors (the last good version of an override"
+        f"{plural(len(by_file), 'rule file')} with errors (the last good version of an override"
         " stays; `harness rules lint` lists every error):"
     )
     lines = []
-    for d in errors[:ERROR_LINES]:
-        first = str(d).splitlines()[0] if str(d) else d.message
-        lines.append(first)
-    more = len(errors) - len(lines)
+    for errors in list(by_file.values())[:ERROR_LINES]:
+        extra = f" (+{plural(len(errors) - 1, 'more error')} in this file)" if errors[1:] else ""
+        lines.append(errors[0] + extra)
+    more = len(by_file) - len(lines)
     if more > 0:
-        lines.append(f"… and {plural(more, 'more error')}")
+        lines.append(f"… and {plural(more, 'more file')}")
     return "\n".join([head, *lines])
 
 
@@ -103,7 +104,7 @@ class RulesPane(StorePane[tuple[LoadResult, list[RuleRow]]]):
                 [
                     Column("rule", "rule", TEXT, least=10),
                     Column("level", "level"),
-                    Column("state", "state", TEXT, least=20),
+                    Column("state", "state", TEXT, least=24),
                     Column("fires", "fires", right=True),
                     Column("suppr.", "suppressed", right=True),
                     Column("source", "source", TEXT, least=4),
@@ -153,7 +154,7 @@ class RulesPane(StorePane[tuple[LoadResult, list[RuleRow]]]):
     def _cells(r: RuleRow) -> tuple[str | Text, ...]:
         state = r.state
         if r.shadow_until is not None:
-            state = f"shadow until {minute_ms(r.shadow_until)}"
+            state = f"shadow until {short_ms(r.shadow_until, seconds=False)}"
         elif r.state == "disabled" and r.error:
             state = f"disabled: {r.error}"
         level = r.effective_level

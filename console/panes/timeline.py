@@ -111,7 +111,7 @@ class TimelineGrid(Widget, can_focus=True):
         Binding("down", "move(1, 0)", "Down", show=False),
         Binding("home", "edge(0)", "First column", show=False),
         Binding("end", "edge(1)", "Last column", show=False),
-        Binding("enter", "select", "Fires here"),
+        Binding("enter", "select", "Fires", tooltip="of this harness in this cell's time"),
     ]
     DEFAULT_CSS = "TimelineGrid { height: 1fr; padding: 0 1; }"
 
@@ -193,6 +193,11 @@ class TimelineGrid(Widget, can_focus=True):
         self.refresh()
 
 
+#: The footer shows zoom and pan keys as two groups.
+ZOOM = Binding.Group("Zoom", compact=True)
+PAN = Binding.Group("Pan", compact=True)
+
+
 class TimelinePane(Vertical):
     """Harnesses down, time across: each cell the worst level that fired there, holds as spans.
 
@@ -211,10 +216,10 @@ class TimelinePane(Vertical):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("plus,equals_sign", "zoom(-1)", "Zoom in"),
-        Binding("minus", "zoom(1)", "Zoom out"),
-        Binding("left_square_bracket", "pan(-1)", "Earlier"),
-        Binding("right_square_bracket", "pan(1)", "Later"),
+        Binding("plus,equals_sign", "zoom(-1)", "Zoom in", group=ZOOM),
+        Binding("minus", "zoom(1)", "Zoom out", group=ZOOM),
+        Binding("left_square_bracket", "pan(-1)", "Earlier", group=PAN),
+        Binding("right_square_bracket", "pan(1)", "Later", group=PAN),
         Binding("n", "now", "Now", show=False, tooltip="back to the newest row"),
         Binding("r", "refresh", "Refresh", show=False),
     ]
