@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import HarnessConfig
-from engine.store.db import connect
-from engine.views.session import ConsoleOptions
+from engine.views.session import ConsoleOptions, open_store
 
 
 def _wall_ms() -> int:
@@ -68,4 +67,4 @@ class ConsoleContext:
 
     def connect(self) -> sqlite3.Connection:
         """A fresh connection for the calling worker thread (sqlite3 objects are per thread)."""
-        return connect(self.store_path, check_same_thread=False)
+        return open_store(self.store_path)

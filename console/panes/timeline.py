@@ -206,7 +206,7 @@ class TimelinePane(Vertical):
     live, a cheap signature query decides whether anything changed before a
     repaint.
 
-    Keys: ``+``/``-`` zoom in/out (1h, 6h, 24h, 7d), ``[``/``]`` pan earlier
+    Keys: ``+`` (or ``=``)/``-`` zoom in/out (1h, 6h, 24h, 7d), ``[``/``]`` pan earlier
     and later, ``n`` now, ``enter`` on a cell the Fires of that harness and
     time (on the name column: the whole span), ``r`` refresh.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,19 @@ class ConsoleOptions:
         dirs.add(self.starter_dir)
         dirs.add(self.config_file.parent)
         return sorted(d for d in dirs if d.is_dir())
+
+
+def open_store(path: Path) -> sqlite3.Connection:
+    """A connection to the store at ``path`` for one worker thread, migrated to the full schema.
+
+    The console's one way in to the store (its panes read through the views
+    here; it never opens the store module itself).
+    """
+    from engine.store.db import connect
+    from engine.views.store_schema import register_full_schema
+
+    register_full_schema()
+    return connect(path, check_same_thread=False)
 
 
 def classify_change(options: ConsoleOptions, path: Path) -> set[str]:
