@@ -4,7 +4,9 @@ Usage: ``harness evaluate [--follow] [--store PATH] [--json]``.
 
 Without ``--follow`` it evaluates every committed row after the cursor and
 exits (what a cron job or a test wants); with ``--follow`` it keeps going as
-rows commit until interrupted. Either way it goes through the lifecycle
+rows commit until interrupted, and reloads the rule files and harness.toml
+when they change (watchfiles), keeping the last good version of a broken file
+and recording the new rule-set digest in the lease. Either way it goes through the lifecycle
 (``engine.rules.lifecycle.open_live``) and the store lease (role
 ``evaluate``, with the digest of its rule set), so running it beside serve or
 a console started with ``--act`` never acts twice: the one holding the lease
@@ -18,6 +20,7 @@ import json
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from engine.cli.common import EXIT_OK, print_json
@@ -54,6 +57,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
 
     config, rules = _load(args)
+    followed = FollowedRules(args, config, rules)
     miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
     conn = connect(resolve_store(args.store, config), create=False)
     lease = Lease(conn, role=EVALUATE, ruleset=ruleset_digest(rules, config.rules))
@@ -61,7 +65,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     def maybe_mine() -> None:
         """Configured miners run in the acting evaluator, hourly in journal time."""
-        found = mine_if_due(miners, conn, rules, config.rules)
+        found = mine_if_due(miners, conn, followed.rules, followed.config.rules)
         if found:
             stored = [p for p in found if p.proposal is not None]
             totals["proposals"] += len(stored)
@@ -72,7 +76,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 )
 
     def build() -> Any:
-        evaluator, _hooks = open_live(conn, rules, config, lease=lease)
+        if followed.changed.is_set() and followed.reload():
+            lease.set_ruleset(ruleset_digest(followed.rules, followed.config.rules))
+        evaluator, _hooks = open_live(conn, followed.rules, followed.config, lease=lease)
         return evaluator
 
     def on_step(result: Any) -> None:
@@ -93,8 +99,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.follow:
             stop = threading.Event()
             previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            followed.watch(stop)
             try:
-                serve(lease, build, stop, on_step=on_step)
+                serve(lease, build, stop, on_step=on_step, rebuild=followed.changed.is_set)
             except KeyboardInterrupt:
                 stop.set()
             finally:
@@ -124,7 +131,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         conn.close()
     summary: dict[str, Any] = {
         "acting": acting,
-        "rules": len(rules),
+        "rules": len(followed.rules),
         **totals,
         "cursor": int(cursor[0]) if cursor else 0,
         "disabled": [{"rule": n, "error": e, "seq": s} for n, e, s in disabled],
@@ -151,14 +158,18 @@ def _open_live() -> Any:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    from pathlib import Path
-
     from engine.config import load_config
-    from engine.errors import Diagnostic, InputError, Location
-    from engine.rules.loader import default_sources, load_rules
 
     config = load_config()
-    repos = config.policy_rule_dirs(existing=True)
+    loaded = _load_rules(args, config)
+    for diag in loaded.errors:
+        sys.stderr.write(f"rule not loaded: {diag}\n")
+    return config, list(loaded.rules)
+
+
+def _extra_dirs(args: argparse.Namespace) -> list[Path]:
+    from engine.errors import Diagnostic, InputError, Location
+
     extra = [Path(p).expanduser() for p in args.policy]
     for given, path in zip(args.policy, extra, strict=True):
         if not path.is_dir():
@@ -166,7 +177,71 @@ def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
                 f"--policy {given}: not a directory",
                 diagnostics=[Diagnostic("not a directory", Location(given), path="--policy")],
             )
-    loaded = load_rules(default_sources(repos, extra), config.rules)
-    for diag in loaded.errors:
-        sys.stderr.write(f"rule not loaded: {diag}\n")
-    return config, list(loaded.rules)
+    return extra
+
+
+def _load_rules(args: argparse.Namespace, config: Any) -> Any:
+    from engine.rules.loader import default_sources, load_rules
+
+    repos = config.policy_rule_dirs(existing=True)
+    return load_rules(default_sources(repos, _extra_dirs(args)), config.rules)
+
+
+class FollowedRules:
+    """The rules and config ``evaluate --follow`` acts with, reloaded when their files change.
+
+    A watcher thread (watchfiles, on the rule directories and harness.toml's
+    directory) sets :attr:`changed`; the acting loop then rebuilds its
+    evaluator from :meth:`reload`. A broken harness.toml keeps the last good
+    configuration; a broken rule file keeps the last good version of its rules
+    (as the console does), and each is said on stderr.
+    """
+
+    def __init__(self, args: argparse.Namespace, config: Any, rules: list[Any]) -> None:
+        from engine.rules.model import LoadResult
+
+        self.args = args
+        self.config = config
+        self.loaded = LoadResult(tuple(rules), (), ())
+        self.changed = threading.Event()
+
+    @property
+    def rules(self) -> list[Any]:
+        return list(self.loaded.rules)
+
+    def watch(self, stop: threading.Event) -> None:
+        """Start watching (a daemon thread that ends with ``stop``)."""
+        from engine.config import config_path
+        from engine.rules.loader import starter_dir
+
+        dirs = {starter_dir(), config_path().parent, *_extra_dirs(self.args)}
+        dirs.update(self.config.policy_rule_dirs(existing=True))
+        roots = sorted(str(d) for d in dirs if d.is_dir())
+        threading.Thread(target=self._watch, args=(roots, stop), daemon=True).start()
+
+    def _watch(self, roots: list[str], stop: threading.Event) -> None:
+        from watchfiles import watch
+
+        for changes in watch(*roots, stop_event=stop, debounce=150, step=250, recursive=True):
+            if any(Path(p).suffix in (".yml", ".yaml", ".toml") for _c, p in changes):
+                self.changed.set()
+
+    def reload(self) -> bool:
+        """Read config and rules again; False (and the old set kept) when nothing loads."""
+        from engine.config import load_config
+        from engine.errors import HarnessError
+        from engine.views.rules import keep_last_good
+
+        self.changed.clear()
+        try:
+            config = load_config()
+            loaded = keep_last_good(self.loaded, _load_rules(self.args, config))
+        except HarnessError as exc:
+            sys.stderr.write(f"reload refused, keeping the last good rules: {exc}\n")
+            return False
+        for diag in loaded.errors:
+            sys.stderr.write(f"rule not loaded (last good version kept): {diag}\n")
+        self.config, self.loaded = config, loaded
+        sys.stderr.write(f"rules reloaded: {len(loaded.rules)} rule(s)\n")
+        sys.stderr.flush()
+        return True

@@ -346,3 +346,60 @@ def test_rows_admitted_while_nobody_acted_are_evaluated_when_an_actor_returns(
     ).fetchall()
     assert [t for t, _ in fired] == ["h1", "h2", "h3"]
     assert all(seq > watermark for _t, seq in fired[1:])
+
+
+def test_evaluate_follow_reloads_its_rules_and_records_the_new_digest(tmp_path: Path) -> None:
+    """DESIGN 5: the acting process reloads rule files on change, keeping the last good set."""
+    from engine.config import HarnessConfig
+    from engine.rules.lease import ruleset_digest
+    from engine.rules.loader import default_sources, load_rules
+
+    store, policy = tmp_path / "s.db", tmp_path / "policy"
+    policy.mkdir()
+    connect(store).close()
+    env = {**os.environ, "HARNESS_CONFIG": str(tmp_path / "absent.toml")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli.harness", "evaluate", "--follow"]
+        + ["--store", str(store), "--policy", str(policy)],
+        cwd=Path(__file__).parents[2],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def digest_now() -> str | None:
+        info = current_lease(connect(store))
+        return None if info is None else info.ruleset
+
+    def expected() -> str:
+        config = HarnessConfig()
+        loaded = load_rules(default_sources((), [policy]), config.rules)
+        return ruleset_digest(loaded.rules, config.rules)
+
+    def wait_for(what: str, check: object) -> None:
+        deadline = time.monotonic() + 30
+        while not check():  # type: ignore[operator]
+            assert proc.poll() is None and time.monotonic() < deadline, what
+            time.sleep(0.05)
+
+    try:
+        first = expected()
+        wait_for("evaluate --follow never took the lease", lambda: digest_now() == first)
+        rule = policy / "extra_rule.yml"
+        rule.write_text(
+            "name: extra_rule\non: run_event\nwhen: event.type == 'restart'\nlevel: notify\n"
+            "target: harness\nmessage: m\n",
+            encoding="utf-8",
+        )
+        second = expected()
+        assert second != first
+        wait_for("the new rule file was not reloaded", lambda: digest_now() == second)
+        rule.write_text("name: extra_rule\non: run_event\nwhen: event.nope ==\n", encoding="utf-8")
+        time.sleep(1.5)  # a broken edit: the last good version stays (the digest does not move)
+        assert digest_now() == second
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "rules reloaded" in err and "last good version kept" in err
+    assert current_lease(connect(store)) is None  # released on SIGTERM
