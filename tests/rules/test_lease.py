@@ -358,9 +358,9 @@ def test_evaluate_follow_reloads_its_rules_and_records_the_new_digest(tmp_path: 
     policy.mkdir()
     connect(store).close()
     env = {**os.environ, "HARNESS_CONFIG": str(tmp_path / "absent.toml")}
+    argv = ["evaluate", "--follow", "--store", str(store), "--policy", str(policy)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.harness", "evaluate", "--follow"]
-        + ["--store", str(store), "--policy", str(policy)],
+        [sys.executable, "-m", "engine.cli.harness", *argv],
         cwd=Path(__file__).parents[2],
         env=env,
         stderr=subprocess.PIPE,
