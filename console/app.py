@@ -14,7 +14,6 @@ import asyncio
 import shutil
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from textual import events, work
@@ -27,14 +26,15 @@ from console.context import ConsoleContext
 from console.errors import ConsoleError
 from console.help import HelpSection, KeysScreen, key_rows
 from console.keys import focus_now, key_in_order, paste_in_order
-from console.messages import ActingChanged, Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
+from console.layout import PANE_BY_ID as PANE_BY_ID
+from console.layout import PANE_KEYS as PANE_KEYS
+from console.layout import PANES as PANES
+from console.messages import Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
 from console.panes.backtest import BacktestPane
-from console.panes.base import StorePane, about
+from console.panes.base import about
 from console.panes.decide import DecidePane
 from console.panes.explain import ExplainPane
 from console.panes.fires import FiresPane
-from console.panes.fleet import FleetPane
-from console.panes.holds import HoldsPane
 from console.panes.proposals import ProposalsPane
 from console.panes.rules import RulesPane
 from console.panes.timeline import TimelinePane
@@ -44,56 +44,18 @@ from console.widgets.header import ConsoleHeader
 from console.widgets.tabs import PaneTabs
 from engine.config import load_config
 from engine.errors import HarnessError
-from engine.views.acting import acting_on
-from engine.views.changes import file_stamp
-from engine.views.live import (
+from engine.views.demo import (
     DEMO_ENFORCE,
     demo_config,
     feed_live,
     mine_demo_apart,
     prepare_demo_store_apart,
-    run_evaluator,
 )
+from engine.views.live import run_evaluator
 from engine.views.session import ConsoleOptions
 
 #: How many panes Esc can step back through.
 MAX_HISTORY = 20
-
-
-@dataclass(frozen=True, slots=True)
-class PaneSpec:
-    """One pane: its id (also its tab id), tab title, widget class and what takes focus.
-
-    ``focus`` is the pane's main widget, never a hidden filter box; ``home`` is
-    where Esc leaves focus when the operator was typing in one of its inputs
-    (so the number keys switch panes again).
-    """
-
-    id: str
-    title: str
-    cls: type[StorePane[Any] | TimelinePane]
-    focus: str
-    home: str = ""
-    #: Widgets of the pane whose own keys belong in its help (e.g. the rule editor).
-    parts: tuple[str, ...] = ()
-
-
-#: The one pane table: tabs, number keys, palette commands, help and focus derive from it.
-PANES: tuple[PaneSpec, ...] = (
-    PaneSpec("fleet", "Fleet", FleetPane, "#fleet-table"),
-    PaneSpec("fires", "Fires", FiresPane, "#fires-table", parts=("#fires-table",)),
-    PaneSpec("rules", "Rules", RulesPane, "#rules-table"),
-    PaneSpec("holds", "Holds", HoldsPane, "#holds-table"),
-    # the pane opens on its result, not in the input: the number keys keep switching panes
-    PaneSpec("decide", "Decide", DecidePane, "#decide-decision"),
-    PaneSpec("explain", "Explain", ExplainPane, "#explain-steps", parts=("#explain-steps",)),
-    PaneSpec("backtest", "Backtest", BacktestPane, "#backtest-rule", parts=("#backtest-editor",)),
-    PaneSpec("proposals", "Proposals", ProposalsPane, "#proposals-table"),
-    PaneSpec("timeline", "Timeline", TimelinePane, "#timeline-grid", parts=("#timeline-grid",)),
-)
-PANE_BY_ID = {spec.id: spec for spec in PANES}
-#: The footer shows the number keys as one group.
-PANE_KEYS = Binding.Group("Panes", compact=True)
 
 
 class HarnessConsole(App[int]):
@@ -106,8 +68,7 @@ class HarnessConsole(App[int]):
 
     Messages: :class:`~console.messages.OpenExplain`,
     :class:`~console.messages.OpenBacktest`, :class:`~console.messages.ShowPane`
-    route between panes; :class:`~console.messages.Backlog`,
-    :class:`~console.messages.ActingChanged` and
+    route between panes; :class:`~console.messages.Backlog` and
     :class:`~console.messages.ShowError` come from workers;
     :class:`~console.reload.FilesChanged` from the file watcher.
     """
@@ -144,9 +105,6 @@ class HarnessConsole(App[int]):
         self.config_error = ""
         #: Panes shown before the current one, for Esc (newest last).
         self._history: list[str] = []
-        #: The store's files when the header's "who acts" was last read, and what it said.
-        self._acting_stamp: tuple[int, ...] = ()
-        self.acting = ""
 
     async def on_event(self, event: events.Event) -> None:
         """Keys and pastes are handled whole, in the order typed (see ``console.keys``)."""
@@ -176,9 +134,7 @@ class HarnessConsole(App[int]):
             for widget in self.query("Input, TextArea"):
                 widget.cursor_blink = False  # type: ignore[attr-defined]
         self._focus_pane(self.initial)
-        self.base.query_one(ConsoleHeader).where = self.sub_title
-        self._read_acting()
-        self.set_interval(2.0, self._poll_acting)
+        self.base.query_one(ConsoleHeader).watch_store(self.context.store_path, self.sub_title)
         self._hang_up_exits()
         if self.startup_error is not None:
             self.show_error(self.startup_error)
@@ -219,33 +175,6 @@ class HarnessConsole(App[int]):
                 loop.add_signal_handler(sig, self.exit)
             except (NotImplementedError, RuntimeError, ValueError):
                 return  # not the main thread (tests) or no signals here
-
-    # -- who acts --------------------------------------------------------------
-
-    def _poll_acting(self) -> None:
-        """Re-read who acts when the store's files moved, or while someone acts.
-
-        A stat first: taking or renewing the lease is a write, so while the
-        store's files stand still only an actor's lease lapsing (its process
-        killed) can change the answer.
-        """
-        stamp = file_stamp(self.context.store_path)
-        if stamp == self._acting_stamp and self.acting.startswith("nobody"):
-            return
-        self._acting_stamp = stamp
-        self._read_acting()
-
-    @work(thread=True, exclusive=True, group="acting")
-    def _read_acting(self) -> None:
-        acting = acting_on(self.context.store_path)
-        line = acting.line() if acting is not None else "who acts: store not readable"
-        self.post_message(ActingChanged(line))
-
-    def on_acting_changed(self, message: ActingChanged) -> None:
-        self.acting = message.line
-        if not self.screen_stack:
-            return  # closing
-        self.base.query_one(ConsoleHeader).acting = message.line
 
     # -- the acting evaluator (--act) ------------------------------------------
 

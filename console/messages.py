@@ -42,10 +42,3 @@ class ShowPane(Message):
     """Ask the app to switch to a pane (by its id)."""
 
     pane: str
-
-
-@dataclass
-class ActingChanged(Message):
-    """Who acts on the store, as the header says it (read by a worker from the lease row)."""
-
-    line: str

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import ClassVar, cast
 
 from rich.markup import escape
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -34,13 +33,13 @@ from textual.widgets import DataTable, ProgressBar, Select, Static, TextArea
 from console.context import ConsoleContext
 from console.keys import Field
 from console.messages import ShowPane
+from console.panes.backtest_result import result_rows, summary_lines
 from console.panes.base import StorePane
 from console.panes.explain import ExplainPane
 from console.widgets.progress import StillProgressBar
-from console.widgets.spark import bar
+from console.widgets.rule_editor import RuleEditor, version
 from console.widgets.table import PATH, Column, FitTable
 from engine.errors import HarnessError
-from engine.timefmt import short_ms
 from engine.views.backtest import (
     BacktestRun,
     CompiledRule,
@@ -52,34 +51,8 @@ from engine.views.backtest import (
 from engine.views.fire_explain import FireExplanation, explain_backtest_fire
 from engine.views.rules import load_console_rules
 
-MAX_ROWS = 500
-#: Hex digits of a rule version shown beside its results (the rest marked ``…``).
-VERSION_DIGITS = 12
-
-
 #: A progress callback whose result is ignored (``post_message`` returns a bool).
 ProgressFn = Callable[[Progress], None]
-
-
-def version(rule: CompiledRule) -> str:
-    """``@3f9a0c1d22e4…``: the semantic hash of a rule version, visibly shortened."""
-    return f"@{rule.rule.hash[:VERSION_DIGITS]}…"
-
-
-class RuleEditor(TextArea):
-    """The YAML editor of a rule copy; names its own keys so the footer and ``?`` show them.
-
-    Keys: ``f7`` select all, ``f6`` select the line, ``ctrl+z``/``ctrl+y``
-    undo/redo, and every TextArea key (``ctrl+e`` is the end of the line here:
-    the pane's reset is ``f5``).
-    """
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f7", "select_all", "Select all"),
-        Binding("f6", "select_line", "Select line", show=False),
-        Binding("ctrl+z", "undo", "Undo", show=False),
-        Binding("ctrl+y", "redo", "Redo", show=False),
-    ]
 
 
 class BacktestPane(StorePane[None]):
@@ -399,51 +372,10 @@ class BacktestPane(StorePane[None]):
             self.table_fires = []
             return
         self.shown_version = self.running_version
-        lines = [
-            f"[b]{escape(self.running_label)}[/b]",
-            f"[b]{len(res.fires):,} would-be fires[/b] over {res.range.rows:,} rows"
-            f" ({res.rows_scanned:,} candidate rows read)"
-            " (on recorded history; a rule about something that never happened backtests silent)",
-            "by status: " + (", ".join(f"{s} {n}" for s, n in run.by_status.items()) or "none"),
-        ]
-        if run.baseline is not None:
-            lines.append(
-                f"vs current version: [green]+{len(run.gained)} gained[/], "
-                f"[red]-{len(run.lost)} lost[/] ({len(run.baseline.fires)} before)"
-                + (" · lost fires are listed last in the table" if run.lost else "")
-            )
-        if run.parity is not None:
-            style = "green" if run.parity.equal else "yellow"
-            if run.parity.compared is None:
-                style = "dim"
-            plines = run.parity.lines()
-            lines.append(f"[{style}]{escape(plines[0])}[/]")
-            lines.extend(escape(line) for line in plines[1:6])
-        days = run.per_day
-        top = max((n for _, n in days), default=0)
-        for day, n in days[-10:]:
-            lines.append(f"{day} {bar(n, top, 24):24} {n:,}")
-        text.update("\n".join(lines))
-        gained = {(f.seq, f.target) for f in run.gained}
-        rows = [(f, "+" if (f.seq, f.target) in gained else "") for f in res.fires[:MAX_ROWS]]
-        rows += [(f, "−") for f in run.lost[: max(0, MAX_ROWS - len(rows))]]
-        self.table_fires = [f for f, _ in rows]
-        marks = {"+": Text("+ gained", style="green"), "−": Text("− lost", style="red")}
-        table.show(
-            [
-                (
-                    marks.get(mark, ""),
-                    str(f.seq),
-                    short_ms(f.at),
-                    f.target,
-                    f.effective_level,
-                    f.status,
-                    ", ".join(f"{c.fn}={c.result}" for c in f.calls),
-                )
-                for f, mark in rows
-            ],
-            cursor=0,
-        )
+        text.update("\n".join(summary_lines(run, self.running_label)))
+        rows = result_rows(run)
+        self.table_fires = [f for f, _cells in rows]
+        table.show([cells for _f, cells in rows], cursor=0)
 
     # -- explaining a result row ---------------------------------------------------
 

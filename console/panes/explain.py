@@ -15,8 +15,8 @@ from textual.widgets import Static
 from console.context import ConsoleContext
 from console.keys import Field, focus_now
 from console.panes.base import StorePane
+from engine.views.demo import DEMO_ENFORCE
 from engine.views.fire_explain import FireExplanation, explain_fire
-from engine.views.live import DEMO_ENFORCE
 
 #: The footer shows the two step keys as one group.
 STEPS = Binding.Group("Step", compact=True)

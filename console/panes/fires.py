@@ -28,8 +28,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
-from textual.events import MouseScrollUp
-from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
@@ -37,7 +35,8 @@ from console.context import ConsoleContext
 from console.keys import Field, focus_now
 from console.messages import OpenExplain
 from console.panes.base import StorePane
-from console.widgets.table import PATH, TEXT, Column, FitTable
+from console.widgets.fires_table import FiresTable
+from console.widgets.table import PATH, TEXT, Column
 from engine.errors import HarnessError
 from engine.timefmt import short_ms
 from engine.views.changes import Backoff, file_stamp
@@ -67,69 +66,6 @@ COLUMNS = (
     Column("status", "status"),
     Column("target", "target", PATH, least=10),
 )
-
-
-class FiresTable(FitTable):
-    """A fitted table that tells its pane when the operator moves, and whether at an edge.
-
-    Only operator actions post :class:`Moved`; the pane's own cursor moves
-    (following the tail, re-rendering a page) do not, so paging never feeds
-    back on itself.
-
-    Keys: the DataTable's cursor keys; ``end`` jumps back to the live tail.
-
-    Messages: :class:`Moved` (the operator moved up or down, and whether at an
-    edge), :class:`JumpBack` (follow the tail again).
-    """
-
-    class Moved(Message):
-        """The operator moved ``up`` or ``down``; ``edge`` when now at the first/last row."""
-
-        def __init__(self, direction: str, edge: bool) -> None:
-            super().__init__()
-            self.direction = direction
-            self.edge = edge
-
-    class JumpBack(Message):
-        """The operator asked to follow the tail again."""
-
-    def _up(self) -> None:
-        self.post_message(self.Moved("up", self.cursor_row <= 0))
-
-    def _down(self) -> None:
-        self.post_message(self.Moved("down", self.cursor_row >= self.row_count - 1))
-
-    def action_cursor_up(self) -> None:
-        super().action_cursor_up()
-        self._up()
-
-    def action_page_up(self) -> None:
-        super().action_page_up()
-        self._up()
-
-    def action_scroll_top(self) -> None:
-        super().action_scroll_top()
-        self._up()
-
-    def action_scroll_home(self) -> None:
-        super().action_scroll_home()
-        self._up()
-
-    def action_cursor_down(self) -> None:
-        super().action_cursor_down()
-        self._down()
-
-    def action_page_down(self) -> None:
-        super().action_page_down()
-        self._down()
-
-    def action_scroll_end(self) -> None:
-        """``end`` jumps back to the live tail (the pane re-follows)."""
-        self.post_message(self.JumpBack())
-
-    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
-        super()._on_mouse_scroll_up(event)
-        self.post_message(self.Moved("up", self.scroll_y <= 0))
 
 
 class FiresPane(StorePane[None]):

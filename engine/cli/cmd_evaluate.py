@@ -136,18 +136,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "cursor": int(cursor[0]) if cursor else 0,
         "disabled": [{"rule": n, "error": e, "seq": s} for n, e, s in disabled],
     }
-    if args.json and not args.follow:
-        print_json(summary)
-    elif not args.follow:
-        sys.stdout.write(
-            f"evaluated {totals['rows']} row(s) with {len(rules)} rule(s): "
-            f"{totals['fires']} fire(s); cursor at seq {summary['cursor']}\n"
-        )
-        for d in summary["disabled"]:
-            sys.stdout.write(f"  disabled {d['rule']} (seq {d['seq']}): {d['error']}\n")
-        if totals["store_errors"]:
-            sys.stdout.write(f"  store errors: {totals['store_errors']}\n")
+    if not args.follow:
+        _report(summary, as_json=args.json)
     return EXIT_OK
+
+
+def _report(summary: dict[str, Any], *, as_json: bool) -> None:
+    """What a one-shot ``harness evaluate`` says when it is done."""
+    if as_json:
+        print_json(summary)
+        return
+    sys.stdout.write(
+        f"evaluated {summary['rows']} row(s) with {summary['rules']} rule(s): "
+        f"{summary['fires']} fire(s); cursor at seq {summary['cursor']}\n"
+    )
+    for d in summary["disabled"]:
+        sys.stdout.write(f"  disabled {d['rule']} (seq {d['seq']}): {d['error']}\n")
+    if summary["store_errors"]:
+        sys.stdout.write(f"  store errors: {summary['store_errors']}\n")
 
 
 def _open_live() -> Any:
@@ -204,6 +210,8 @@ class FollowedRules:
         self.config = config
         self.loaded = LoadResult(tuple(rules), (), ())
         self.changed = threading.Event()
+        #: Set once the watcher sees the files (a change after it is never missed).
+        self.ready = threading.Event()
 
     @property
     def rules(self) -> list[Any]:
@@ -218,11 +226,22 @@ class FollowedRules:
         dirs.update(self.config.policy_rule_dirs(existing=True))
         roots = sorted(str(d) for d in dirs if d.is_dir())
         threading.Thread(target=self._watch, args=(roots, stop), daemon=True).start()
+        self.ready.wait(5)
 
     def _watch(self, roots: list[str], stop: threading.Event) -> None:
         from watchfiles import watch
 
-        for changes in watch(*roots, stop_event=stop, debounce=150, step=250, recursive=True):
+        # the first (empty) yield after rust_timeout says the watches are in place
+        for changes in watch(
+            *roots,
+            stop_event=stop,
+            debounce=150,
+            step=250,
+            rust_timeout=500,
+            yield_on_timeout=True,
+            recursive=True,
+        ):
+            self.ready.set()
             if any(Path(p).suffix in (".yml", ".yaml", ".toml") for _c, p in changes):
                 self.changed.set()
 

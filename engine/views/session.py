@@ -86,12 +86,12 @@ class ConsoleOptions:
                     ],
                 )
         elif demo:
-            from engine.views.live import write_demo_policy
+            from engine.views.demo import write_demo_policy
 
             policy_dir = write_demo_policy(store_path.parent / "policy")
         demo_specs: tuple[str, ...] = ()
         if demo:
-            from engine.views.live import demo_config, write_demo_spec
+            from engine.views.demo import demo_config, write_demo_spec
 
             cfg = demo_config(cfg)
             demo_specs = (str(write_demo_spec(store_path.parent / "specs")),)
