@@ -49,8 +49,24 @@ async def key_in_order(app: App[Any], event: events.Key) -> bool:
             return True
     if await app._check_bindings(event.key):
         return True
+    if await _esc_then_key(app, event):
+        return True
     # a typing widget already had the key; nothing else would take it
     return focused is not None and types_text(focused)
+
+
+async def _esc_then_key(app: App[Any], event: events.Key) -> bool:
+    """``esc`` typed fast before a key reaches a terminal app as ``alt+key``: do both.
+
+    A terminal cannot tell Esc followed at once by ``3`` from Alt+3, so a quick
+    "leave this box, show Rules" arrived as one ``alt+3`` that nothing bound.
+    """
+    if not event.key.startswith("alt+") or event.key.count("+") != 1:
+        return False
+    rest = event.key.removeprefix("alt+")
+    await key_in_order(app, events.Key("escape", "\x1b"))
+    await key_in_order(app, events.Key(rest, rest if len(rest) == 1 else None))
+    return True
 
 
 async def paste_in_order(app: App[Any], event: events.Paste) -> bool:
@@ -87,8 +103,15 @@ class Field(Input):
         placeholder: str = "",
         id: str | None = None,
         classes: str | None = None,
+        select_on_focus: bool = True,
     ) -> None:
-        super().__init__(value=value, placeholder=placeholder, id=id, classes=classes)
+        super().__init__(
+            value=value,
+            placeholder=placeholder,
+            id=id,
+            classes=classes,
+            select_on_focus=select_on_focus,
+        )
         self.on_enter = on_enter
 
     async def action_submit(self) -> None:

@@ -115,7 +115,10 @@ class DecidePane(StorePane[None]):
                 placeholder="…or a spec path (enter loads)", id="decide-path", on_enter=self._path
             )
         yield Static("", id="decide-error", classes="error-box hidden")
-        yield Field(placeholder="i: type an input to decide", id="decide-input")
+        # coming back to the input goes on typing (it does not select the text to replace it)
+        yield Field(
+            placeholder="i: type an input to decide", id="decide-input", select_on_focus=False
+        )
         with Horizontal(id="decide-body"):
             with VerticalScroll(id="decide-decision"):
                 yield Static(NO_SPEC, id="decide-decision-text")

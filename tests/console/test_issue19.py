@@ -94,6 +94,18 @@ async def test_decide_bursts_type_into_the_input_and_esc_frees_the_numbers(
         assert app.query_one("#decide-input", Input).value == "fill 3 forms"
 
 
+async def test_esc_typed_fast_before_a_number_arrives_as_alt_and_still_works(
+    make_app: AppFactory, spec_file: Path
+) -> None:
+    """A terminal reads Esc followed at once by ``3`` as Alt+3: both keys still happen."""
+    app = make_app(initial="decide", specs=(str(spec_file),))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: app.query_one(DecidePane).spec is not None)
+        burst(app, "i", *"fill", "alt+3")
+        await until(pilot, lambda: active(app) == "rules")
+        assert app.query_one("#decide-input", Input).value == "fill"
+
+
 async def test_tab_into_a_range_field_then_digits_type(make_app: AppFactory) -> None:
     app = make_app(initial="backtest")
     async with app.run_test(size=(120, 36)) as pilot:
