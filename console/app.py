@@ -25,7 +25,7 @@ from textual.widgets import Input, TabbedContent, TabPane, TextArea
 from console.context import ConsoleContext
 from console.errors import ConsoleError
 from console.help import HelpSection, KeysScreen, key_rows
-from console.keys import focus_now, key_in_order, paste_in_order
+from console.keys import esc_then_digit_is_two_keys, focus_now, key_in_order, paste_in_order
 from console.layout import PANE_BY_ID as PANE_BY_ID
 from console.layout import PANE_KEYS as PANE_KEYS
 from console.layout import PANES as PANES
@@ -383,6 +383,7 @@ class HarnessConsole(App[int]):
 
 def run_console(options: ConsoleOptions) -> int:
     """Entry point used by ``harness console``; returns the process exit code."""
+    esc_then_digit_is_two_keys()
     app = HarnessConsole(ConsoleContext(options))
     try:
         result = app.run()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from textual import events
 from textual.app import App
@@ -40,6 +40,10 @@ async def key_in_order(app: App[Any], event: events.Key) -> bool:
         return False  # Textual's escape-to-minimize
     if await app._check_bindings(event.key, priority=True):
         return True
+    if _alt_char(event.key) and (
+        await app._check_bindings(event.key) or await _esc_then_key(app, event)
+    ):
+        return True  # before a text field could type the character of an Esc-then-key
     focused = screen.focused
     if focused is not None and types_text(focused):
         handled = focused._on_key(event)
@@ -49,10 +53,13 @@ async def key_in_order(app: App[Any], event: events.Key) -> bool:
             return True
     if await app._check_bindings(event.key):
         return True
-    if await _esc_then_key(app, event):
-        return True
     # a typing widget already had the key; nothing else would take it
     return focused is not None and types_text(focused)
+
+
+def _alt_char(key: str) -> bool:
+    """``alt+3``, ``alt+a``: Alt with one character (what a terminal makes of Esc, then it)."""
+    return key.startswith("alt+") and len(key) == len("alt+") + 1
 
 
 async def _esc_then_key(app: App[Any], event: events.Key) -> bool:
@@ -61,8 +68,6 @@ async def _esc_then_key(app: App[Any], event: events.Key) -> bool:
     A terminal cannot tell Esc followed at once by ``3`` from Alt+3, so a quick
     "leave this box, show Rules" arrived as one ``alt+3`` that nothing bound.
     """
-    if not event.key.startswith("alt+") or event.key.count("+") != 1:
-        return False
     rest = event.key.removeprefix("alt+")
     await key_in_order(app, events.Key("escape", "\x1b"))
     await key_in_order(app, events.Key(rest, rest if len(rest) == 1 else None))
@@ -80,6 +85,24 @@ async def paste_in_order(app: App[Any], event: events.Paste) -> bool:
     if inspect.isawaitable(handled):
         await handled
     return True
+
+
+def esc_then_digit_is_two_keys() -> None:
+    """Let a terminal's Esc-then-digit reach the app as two keys, not a macOS symbol.
+
+    Textual reads ESC followed by ``1``…``0``, ``-`` or ``=`` as the character
+    WezTerm sends for Option+key on macOS (``£`` for ESC 3): an operator's
+    quick "esc 3" (leave the text box, show Rules) typed ``£`` into the box.
+    Without those entries the parser reports ``alt+3``, which
+    :func:`key_in_order` turns into Esc then 3. A ``£`` typed as such (its own
+    UTF-8 bytes, not ESC 3) still types ``£``. The table is Textual's and
+    global; the console is the only app of its process.
+    """
+    from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
+
+    table = cast(dict[str, object], ANSI_SEQUENCES_KEYS)  # typed read-only, a dict at run time
+    for tail in "1234567890-=":
+        table.pop("\x1b" + tail, None)
 
 
 def focus_now(widget: Widget) -> None:

@@ -447,3 +447,18 @@ async def test_the_rule_error_box_counts_every_broken_file(
         assert "5 rule files with errors" in box and "harness rules lint" in box
         listed = sum(f"broken_{i}.yml" in box for i in range(5))
         assert listed == 5 or f"and {5 - listed} more" in box
+
+
+def test_a_terminal_esc_then_digit_reaches_the_console_as_two_keys() -> None:
+    """In tmux, Esc then 3 typed fast arrived as ``£`` (typed into the box) instead of Esc, 3."""
+    from textual._xterm_parser import XTermParser
+
+    from console.keys import esc_then_digit_is_two_keys
+
+    esc_then_digit_is_two_keys()  # run_console does this before the app starts
+    parser = XTermParser()
+    read = [*parser.feed("\x1b3"), *parser.feed("")]  # "" flushes a lone escape sequence
+    keys = [(e.key, e.character) for e in read if isinstance(e, events.Key)]
+    assert keys == [("alt+3", "3")]  # key_in_order turns it into Esc, then 3
+    typed = [e.character for e in XTermParser().feed("£") if isinstance(e, events.Key)]
+    assert typed == ["£"]  # a pound sign typed as one still types one
