@@ -79,6 +79,8 @@ class HarnessConsole(App[int]):
     TITLE = "harness console"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "keys", "Keys", tooltip="every key, opened at this pane"),
+        # in a text field `?` types, so the footer names F1 there (elsewhere `?` is shown)
+        Binding("f1", "help_in_field", "Help", tooltip="what this pane shows, and its keys"),
         Binding("f1", "help", "Help", show=False, tooltip="what this pane shows, and its keys"),
         Binding("ctrl+t", "toggle_theme", "Theme", show=False, tooltip="light/dark"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -306,6 +308,15 @@ class HarnessConsole(App[int]):
             pane = self._history.pop()
             self.base.query_one("#panes", TabbedContent).active = pane
             self._focus_pane(pane)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """F1's footer entry only while a text field has focus (where `?` types)."""
+        if action == "help_in_field":
+            return isinstance(self.focused, Input | TextArea)
+        return True
+
+    async def action_help_in_field(self) -> None:
+        await self.action_help()
 
     async def action_help(self) -> None:
         """F1: this pane's help (what it shows, its keys), from its docstring and bindings."""

@@ -87,13 +87,14 @@ class HoldsPane(StorePane[list[HoldRow]]):
             if h.active:
                 state = Text("active", style="bold yellow")
             else:
-                state = Text(f"released {short_ms(h.released_at)}" if h.released_at else "")
+                when = short_ms(h.released_at, seconds=False) if h.released_at else ""
+                state = Text(f"released {when}")
             cells.append(
                 (
                     f"{h.id:,}",
                     h.harness,
                     h.rule,
-                    short_ms(h.created_at),
+                    short_ms(h.created_at, seconds=False),
                     state,
                     h.released_by or "",
                     h.release_reason or h.reason,

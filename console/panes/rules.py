@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import ClassVar
 
 from rich.markup import escape
@@ -37,14 +38,17 @@ def error_lines(result: LoadResult) -> str:
     """The rule-error box: how many files are broken, one line per file, how many more."""
     by_file: dict[str, list[str]] = {}
     for d in result.errors:
-        by_file.setdefault(d.location.file or "?", []).append(str(d).splitlines()[0])
+        file = d.location.file or "?"
+        first = str(d).splitlines()[0]
+        # the file's name leads its line (its directory is one of the rule directories)
+        by_file.setdefault(file, []).append(Path(file).name + first.removeprefix(file))
     head = (
-        f"{plural(len(by_file), 'rule file')} with errors (the last good version of an override"
-        " stays; `harness rules lint` lists every error):"
+        f"{plural(len(by_file), 'rule file')} with errors (last good kept;"
+        " `harness rules lint` lists all):"
     )
     lines = []
     for errors in list(by_file.values())[:ERROR_LINES]:
-        extra = f" (+{plural(len(errors) - 1, 'more error')} in this file)" if errors[1:] else ""
+        extra = f" (+{len(errors) - 1} more)" if errors[1:] else ""
         lines.append(errors[0] + extra)
     more = len(by_file) - len(lines)
     if more > 0:
@@ -82,7 +86,7 @@ class RulesPane(StorePane[tuple[LoadResult, list[RuleRow]]]):
     RulesPane #rules-body { height: 1fr; }
     RulesPane #rules-table { width: 1fr; }
     RulesPane #rules-source { width: 60%; max-width: 90; border: round $primary; padding: 0 1; }
-    RulesPane #rules-errors { max-height: 7; }
+    RulesPane #rules-errors { max-height: 8; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, context: ConsoleContext) -> None:
