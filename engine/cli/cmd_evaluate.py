@@ -164,10 +164,22 @@ def _open_live() -> Any:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    from pathlib import Path
+
     from engine.config import load_config
+    from engine.errors import Diagnostic, InputError, Location
+    from engine.rules.loader import default_sources, load_rules
 
     config = load_config()
-    loaded = _load_rules(args, config)
+    repos = config.policy_rule_dirs(existing=True)
+    extra = [Path(p).expanduser() for p in args.policy]
+    for given, path in zip(args.policy, extra, strict=True):
+        if not path.is_dir():
+            raise InputError(
+                f"--policy {given}: not a directory",
+                diagnostics=[Diagnostic("not a directory", Location(given), path="--policy")],
+            )
+    loaded = load_rules(default_sources(repos, extra), config.rules)
     for diag in loaded.errors:
         sys.stderr.write(f"rule not loaded: {diag}\n")
     return config, list(loaded.rules)
@@ -187,6 +199,7 @@ def _extra_dirs(args: argparse.Namespace) -> list[Path]:
 
 
 def _load_rules(args: argparse.Namespace, config: Any) -> Any:
+    """The rule set :func:`_load` reads, with its errors (a reload keeps the last good)."""
     from engine.rules.loader import default_sources, load_rules
 
     repos = config.policy_rule_dirs(existing=True)
