@@ -1,9 +1,11 @@
 """The operator console: a Textual app over the engine's read models.
 
-All logic lives in ``engine/``; the app composes panes, routes messages between
-them (a fire selected in Fires opens Explain, a rule in Rules opens Backtest),
-and owns the cross-cutting conventions: command palette, F1 help per pane,
-light/dark theme, and file reload.
+All logic lives in ``engine/`` (reached only through ``engine.views``); the app
+composes panes, routes messages between them (a fire selected in Fires opens
+Explain, a rule in Rules opens Backtest), and owns the cross-cutting
+conventions: keys handled in the order typed (``console.keys``), the header
+saying who acts, command palette, help built from the bindings, light/dark
+theme, and file reload.
 """
 
 from __future__ import annotations
@@ -12,93 +14,76 @@ import asyncio
 import shutil
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Header, Input, TabbedContent, TabPane, TextArea
+from textual.widgets import Input, TabbedContent, TabPane, TextArea
 
 from console.context import ConsoleContext
 from console.errors import ConsoleError
-from console.help import HelpScreen, KeysScreen
+from console.help import HelpSection, KeysScreen, key_rows
+from console.keys import esc_then_digit_is_two_keys, focus_now, key_in_order, paste_in_order
+from console.layout import PANE_BY_ID as PANE_BY_ID
+from console.layout import PANE_KEYS as PANE_KEYS
+from console.layout import PANES as PANES
 from console.messages import Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
 from console.panes.backtest import BacktestPane
-from console.panes.base import StorePane
+from console.panes.base import about
 from console.panes.decide import DecidePane
 from console.panes.explain import ExplainPane
 from console.panes.fires import FiresPane
-from console.panes.fleet import FleetPane
-from console.panes.holds import HoldsPane
 from console.panes.proposals import ProposalsPane
 from console.panes.rules import RulesPane
 from console.panes.timeline import TimelinePane
 from console.reload import FilesChanged, watch_files
 from console.widgets.footer import QuietFooter
+from console.widgets.header import ConsoleHeader
+from console.widgets.tabs import PaneTabs
 from engine.config import load_config
 from engine.errors import HarnessError
-from engine.views.changes import file_stamp
-from engine.views.live import (
+from engine.views.demo import (
     DEMO_ENFORCE,
     demo_config,
     feed_live,
     mine_demo_apart,
     prepare_demo_store_apart,
-    run_evaluator,
 )
+from engine.views.live import run_evaluator
 from engine.views.session import ConsoleOptions
 
 #: How many panes Esc can step back through.
 MAX_HISTORY = 20
 
 
-@dataclass(frozen=True, slots=True)
-class PaneSpec:
-    """One pane: its id (also its tab id), tab title, widget class and what takes focus.
-
-    ``focus`` is the pane's main widget, never a hidden filter box; ``home`` is
-    where Esc leaves focus when the operator was typing in one of its inputs
-    (so the number keys switch panes again).
-    """
-
-    id: str
-    title: str
-    cls: type[StorePane | BacktestPane | TimelinePane]
-    focus: str
-    home: str = ""
-
-
-#: The one pane table: tabs, number keys, palette commands, help and focus derive from it.
-PANES: tuple[PaneSpec, ...] = (
-    PaneSpec("fleet", "Fleet", FleetPane, "#fleet-table"),
-    PaneSpec("fires", "Fires", FiresPane, "#fires-table"),
-    PaneSpec("rules", "Rules", RulesPane, "#rules-table"),
-    PaneSpec("holds", "Holds", HoldsPane, "#holds-table"),
-    PaneSpec("decide", "Decide", DecidePane, "#decide-input", home="#decide-decision"),
-    PaneSpec("explain", "Explain", ExplainPane, "#explain-steps"),
-    PaneSpec("backtest", "Backtest", BacktestPane, "#backtest-rule"),
-    PaneSpec("proposals", "Proposals", ProposalsPane, "#proposals-table"),
-    PaneSpec("timeline", "Timeline", TimelinePane, "#timeline-grid"),
-)
-PANE_BY_ID = {spec.id: spec for spec in PANES}
-#: The footer shows the number keys as one group.
-PANE_KEYS = Binding.Group("Panes", compact=True)
-
-
 class HarnessConsole(App[int]):
-    """Tabbed panes over one store; see ``console/help.py`` for each pane's keys."""
+    """Tabbed panes over one store, one pane per use (see each pane's docstring for its keys).
+
+    Keys: ``1``-``9`` show a pane, ``esc`` back (out of a text box first, then
+    to the pane shown before), ``?`` every key (opened at this pane), ``F1``
+    this pane's help, ``ctrl+t`` light/dark, ``ctrl+p`` command palette,
+    ``ctrl+q`` quit.
+
+    Messages: :class:`~console.messages.OpenExplain`,
+    :class:`~console.messages.OpenBacktest`, :class:`~console.messages.ShowPane`
+    route between panes; :class:`~console.messages.Backlog` and
+    :class:`~console.messages.ShowError` come from workers;
+    :class:`~console.reload.FilesChanged` from the file watcher.
+    """
 
     CSS_PATH = "app.tcss"
     #: Focus goes to the pane's main widget (see PANES), not the tab strip.
     AUTO_FOCUS = None
     TITLE = "harness console"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f1", "help", "Help"),
-        Binding("ctrl+t", "toggle_theme", "Theme"),
+        Binding("question_mark", "keys", "Keys", tooltip="every key, opened at this pane"),
+        # in a text field `?` types, so the footer names F1 there (elsewhere `?` is shown)
+        Binding("f1", "help_in_field", "Help", tooltip="what this pane shows, and its keys"),
+        Binding("f1", "help", "Help", show=False, tooltip="what this pane shows, and its keys"),
+        Binding("ctrl+t", "toggle_theme", "Theme", show=False, tooltip="light/dark"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
-        Binding("question_mark", "keys", "Keys"),
         Binding("escape", "go_back", "Back", show=False),
         *[
             Binding(str(i), f"show_pane('{spec.id}')", spec.title, group=PANE_KEYS)
@@ -116,14 +101,26 @@ class HarnessConsole(App[int]):
         label = context.label if context.label is not None else str(context.store_path)
         self.sub_title = ("demo · " if context.options.demo else "") + label
         self._stop = threading.Event()
-        self._eval_stop = threading.Event()
+        #: Set when rule files or harness.toml changed: the acting evaluator reloads.
+        self._eval_reload = threading.Event()
         self._watch_stop = asyncio.Event()
         self.config_error = ""
         #: Panes shown before the current one, for Esc (newest last).
         self._history: list[str] = []
-        #: The store's files when the header's serve mark was last checked, and the mark.
-        self._acting_stamp: tuple[int, ...] = ()
-        self._serve_acting = False
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys and pastes are handled whole, in the order typed (see ``console.keys``)."""
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self.app_focus = True
+            if await key_in_order(self, event):
+                return
+        elif (
+            isinstance(event, events.Paste)
+            and not event.is_forwarded
+            and await paste_in_order(self, event)
+        ):
+            return
+        await super().on_event(event)
 
     def on_load(self) -> None:
         """Create/migrate the store before any pane's worker opens it."""
@@ -139,7 +136,8 @@ class HarnessConsole(App[int]):
             for widget in self.query("Input, TextArea"):
                 widget.cursor_blink = False  # type: ignore[attr-defined]
         self._focus_pane(self.initial)
-        self.set_interval(2.0, self._mark_serve_acting)
+        self.base.query_one(ConsoleHeader).watch_store(self.context.store_path, self.sub_title)
+        self._hang_up_exits()
         if self.startup_error is not None:
             self.show_error(self.startup_error)
             return
@@ -149,8 +147,8 @@ class HarnessConsole(App[int]):
                 # history writer holds the write lock batch after batch, and an
                 # evaluator waiting on it reached the live rows seconds late
                 self._demo_feed()
-            else:
-                self._restart_evaluator()
+            elif self.context.options.act:
+                self._evaluate()
             if self.context.options.demo:
                 self.notify(
                     f"demo: `{DEMO_ENFORCE}` is enforced in memory for this session only "
@@ -163,44 +161,39 @@ class HarnessConsole(App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
-        self._eval_stop.set()
         self._watch_stop.set()
 
-    def _mark_serve_acting(self) -> None:
-        """Say in the header when `harness serve` is the acting evaluator on this store.
+    def _hang_up_exits(self) -> None:
+        """A closed terminal (SIGHUP) or SIGTERM ends the console as `ctrl+q` does.
 
-        A stat first: taking the lease is a write, so while the store's files
-        stand still only a serve already acting (whose lease lapses without a
-        write) needs the store opened.
+        So ``--demo``'s temporary store is removed (see :func:`run_console`)
+        when the terminal is killed, not only on a clean quit.
         """
-        from engine.views.acting import mark_title, serve_acting
+        import signal
 
-        stamp = file_stamp(self.context.store_path)
-        if stamp == self._acting_stamp and not self._serve_acting:
-            return
-        self._acting_stamp = stamp
-        self._serve_acting = serve_acting(self.context.store_path)
-        self.sub_title = mark_title(self.sub_title, self._serve_acting)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.exit)
+            except (NotImplementedError, RuntimeError, ValueError):
+                return  # not the main thread (tests) or no signals here
 
-    def _restart_evaluator(self) -> None:
-        """(Re)start the embedded evaluator with the current rules and config."""
-        self._eval_stop.set()
-        self._eval_stop = threading.Event()
-        self._evaluate(self._eval_stop)
+    # -- the acting evaluator (--act) ------------------------------------------
 
     def _backlog(self, cursor: int, head: int) -> None:
         self.post_message(Backlog(cursor, head))
 
-    @work(thread=True, group="evaluator")
-    def _evaluate(self, stop: threading.Event) -> None:
-        """The embedded evaluator: acts when it holds the store lease, else follows."""
+    @work(thread=True, exclusive=True, group="evaluator")
+    def _evaluate(self) -> None:
+        """Act when this console holds the store lease (only with --act), else follow."""
         opts = self.context.options
         try:
             run_evaluator(
                 opts.store_path,
-                self.context.current_config,
+                lambda: self.context.current_config,
                 opts.policy_dir,
-                stop,
+                self._stop,
+                reload=self._eval_reload,
                 on_progress=self._backlog,
             )
         except HarnessError as exc:
@@ -215,12 +208,13 @@ class HarnessConsole(App[int]):
         if "config" in message.kinds:
             self._reload_config()
         if "rules" in message.kinds or "config" in message.kinds:
-            self.query_one(RulesPane).action_refresh()
-            self.query_one(BacktestPane).reload_rules()
-            if self.context.evaluate:
-                self._restart_evaluator()
+            rules = self.base.query_one(RulesPane)
+            rules.reloading = True  # says what it loaded (a toast) when the read lands
+            rules.action_refresh()
+            self.base.query_one(BacktestPane).reload_rules()
+            self._eval_reload.set()  # the acting evaluator (--act) reloads and records the digest
         if "spec" in message.kinds:
-            self.query_one(DecidePane).specs_changed(message.paths)
+            self.base.query_one(DecidePane).specs_changed(message.paths)
 
     def _reload_config(self) -> None:
         opts = self.context.options
@@ -236,6 +230,7 @@ class HarnessConsole(App[int]):
             )
             return
         self.config_error = ""
+        self.context.file_config = config
         if opts.demo:
             config = demo_config(config)
         self.context.config = config
@@ -247,7 +242,7 @@ class HarnessConsole(App[int]):
         store, policy_dir = self.context.store_path, self.context.options.policy_dir
         try:
             prepare_demo_store_apart(store, self.context.clock(), policy_dir)
-            self.call_from_thread(self._restart_evaluator)
+            self.call_from_thread(self._evaluate)
             self._demo_mine()
             feed_live(store, self._stop)
         except HarnessError as exc:
@@ -262,12 +257,12 @@ class HarnessConsole(App[int]):
             self.post_message(ShowError(f"Demo mining stopped: {exc.title}", str(exc)))
             return
         if found:
-            self.call_from_thread(self.query_one(ProposalsPane).action_refresh)
+            self.call_from_thread(self.base.query_one(ProposalsPane).action_refresh)
 
     def compose(self) -> ComposeResult:
         ctx = self.context
-        yield Header()
-        with TabbedContent(initial=self.initial, id="panes"):
+        yield ConsoleHeader()
+        with PaneTabs(initial=self.initial, id="panes"):
             for spec in PANES:
                 with TabPane(spec.title, id=spec.id):
                     yield spec.cls(ctx)
@@ -277,21 +272,27 @@ class HarnessConsole(App[int]):
 
     @property
     def active_pane(self) -> str:
-        return self.query_one("#panes", TabbedContent).active or self.initial
+        return self.base.query_one("#panes", TabbedContent).active or self.initial
 
     def action_show_pane(self, pane: str) -> None:
         current = self.active_pane
         if pane != current:
             self._history = [*self._history[-(MAX_HISTORY - 1) :], current]
         if pane == "timeline":
-            self.query_one(TimelinePane).prepare()  # its first load overlaps the tab switch
-        self.query_one("#panes", TabbedContent).active = pane
-        self.call_after_refresh(self._focus_pane, pane)
+            self.base.query_one(TimelinePane).prepare()  # its first load overlaps the tab switch
+        self.base.query_one("#panes", TabbedContent).active = pane
+        self._focus_pane(pane)
+
+    @property
+    def base(self) -> Screen[Any]:
+        """The screen the panes live on (under any help or question shown over it)."""
+        return self.screen_stack[0] if self.screen_stack else self.screen
 
     def _focus_pane(self, pane: str) -> None:
+        """Focus the pane's main widget now, so the next key typed already goes to it."""
         spec = PANE_BY_ID.get(pane)
         if spec is not None:
-            self.query_one(f"#{pane} {spec.focus}").focus()
+            focus_now(self.base.query_one(f"#{pane} {spec.focus}"))
 
     def action_go_back(self) -> None:
         """Esc: leave a text box for its pane, else return to the pane shown before."""
@@ -299,47 +300,58 @@ class HarnessConsole(App[int]):
         spec = PANE_BY_ID.get(self.active_pane)
         if isinstance(focused, Input | TextArea) and spec is not None:
             target = spec.home or spec.focus
-            home = self.query_one(f"#{spec.id} {target}")
+            home = self.base.query_one(f"#{spec.id} {target}")
             if home is not focused:
-                home.focus()
+                focus_now(home)
                 return
         if self._history:
             pane = self._history.pop()
-            self.query_one("#panes", TabbedContent).active = pane
-            self.call_after_refresh(self._focus_pane, pane)
+            self.base.query_one("#panes", TabbedContent).active = pane
+            self._focus_pane(pane)
 
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.active_pane))
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """F1's footer entry only while a text field has focus (where `?` types)."""
+        if action == "help_in_field":
+            return isinstance(self.focused, Input | TextArea)
+        return True
 
-    def action_keys(self) -> None:
-        """``?``: every key of every pane, read from the bindings themselves."""
-        sections = [("Everywhere", self._key_rows(self.BINDINGS))]
-        sections += [(spec.title, self._key_rows(spec.cls.BINDINGS)) for spec in PANES]
-        self.push_screen(KeysScreen(sections))
+    async def action_help_in_field(self) -> None:
+        await self.action_help()
 
-    def _key_rows(self, bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
-        rows: list[tuple[str, str]] = []
-        numbers: list[str] = []
-        for item in bindings:
-            if not isinstance(item, Binding):
-                continue
-            if item.group is PANE_KEYS:
-                numbers.append(item.key)
-                continue
-            keys = " / ".join(
-                self.get_key_display(Binding(k.strip(), item.action)) for k in item.key.split(",")
-            )
-            rows.append((keys, item.description or item.action))
-        if numbers:
-            titles = ", ".join(f"{n} {spec.title}" for n, spec in zip(numbers, PANES, strict=False))
-            rows.insert(0, (f"{numbers[0]}-{numbers[-1]}", f"show a pane: {titles}"))
-        return rows
+    async def action_help(self) -> None:
+        """F1: this pane's help (what it shows, its keys), from its docstring and bindings."""
+        await self.push_screen(KeysScreen(self.help_sections(), self.active_pane, only=True))
+
+    async def action_keys(self) -> None:
+        """``?``: every key of every pane, opened at the pane on screen."""
+        await self.push_screen(KeysScreen(self.help_sections(), self.active_pane))
+
+    def help_sections(self) -> list[HelpSection]:
+        """One section per pane (its bindings and its parts'), and the keys that work everywhere."""
+        display = self._key_display
+        everywhere = key_rows(self.BINDINGS, display, skip=lambda b: b.group is PANE_KEYS)
+        titles = ", ".join(f"{n} {spec.title}" for n, spec in enumerate(PANES, start=1))
+        everywhere.insert(0, (f"1-{len(PANES)}", f"show a pane: {titles}"))
+        everywhere.append(("ctrl+p", "command palette: panes, theme, help, quit"))
+        sections = [HelpSection("everywhere", "Everywhere", "", tuple(everywhere))]
+        for spec in PANES:
+            bindings: list[BindingType] = list(spec.cls.BINDINGS)
+            for part in spec.parts:
+                bindings.extend(type(self.base.query_one(f"#{spec.id} {part}")).BINDINGS)
+            rows = key_rows(bindings, display)
+            sections.append(HelpSection(spec.id, spec.title, about(spec.cls), tuple(rows)))
+        return sections
+
+    def _key_display(self, key: str) -> str:
+        return self.get_key_display(Binding(key, ""))
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme != "textual-light" else "textual-dark"
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own "Keys" (its key panel) would sit beside this app's `?` and F1
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
+        yield SystemCommand("Keys", "Every key, opened at this pane (?)", self.action_keys)
         for spec in PANES:
             yield SystemCommand(
                 f"Go to {spec.title}",
@@ -347,16 +359,18 @@ class HarnessConsole(App[int]):
                 lambda p=spec.id: self.action_show_pane(p),
             )
         yield SystemCommand("Toggle light/dark", "Switch theme", self.action_toggle_theme)
-        yield SystemCommand("Help for this pane", "F1", self.action_help)
+        yield SystemCommand(
+            "Help for this pane", "What it shows and its keys (F1)", self.action_help
+        )
 
     # -- routing between panes ----------------------------------------------
 
     def on_open_explain(self, message: OpenExplain) -> None:
-        self.query_one(ExplainPane).load_fire(message.fire_id)
+        self.base.query_one(ExplainPane).load_fire(message.fire_id)
         self.action_show_pane("explain")
 
     def on_open_backtest(self, message: OpenBacktest) -> None:
-        self.query_one(BacktestPane).select_rule(message.rule)
+        self.base.query_one(BacktestPane).select_rule(message.rule)
         self.action_show_pane("backtest")
 
     def on_show_pane(self, message: ShowPane) -> None:
@@ -364,12 +378,12 @@ class HarnessConsole(App[int]):
 
     def on_backlog(self, message: Backlog) -> None:
         """The evaluator stored a batch: show its progress, and let the Fires tail look now."""
-        if self.screen_stack:  # the panes live on the base screen, under any modal
-            base = self.screen_stack[0]
-            for pane in base.query(RulesPane):
-                pane.show_backlog(message.cursor, message.head)
-            for fires in base.query(FiresPane):
-                fires.poke()
+        if not self.screen_stack:
+            return  # closing
+        for pane in self.base.query(RulesPane):
+            pane.show_backlog(message.cursor, message.head)
+        for fires in self.base.query(FiresPane):
+            fires.poke()
 
     def on_show_error(self, message: ShowError) -> None:
         self.notify(message.message, title=message.title, severity="error", timeout=8)
@@ -380,9 +394,13 @@ class HarnessConsole(App[int]):
 
 def run_console(options: ConsoleOptions) -> int:
     """Entry point used by ``harness console``; returns the process exit code."""
+    esc_then_digit_is_two_keys()
     app = HarnessConsole(ConsoleContext(options))
-    result = app.run()
-    if options.temp_dir is not None and app.return_code in (0, None):
-        # --demo's store, policy and spec were temporary: a clean exit leaves nothing behind
-        shutil.rmtree(options.temp_dir, ignore_errors=True)
+    try:
+        result = app.run()
+    finally:
+        if options.temp_dir is not None:
+            # --demo's store, policy and spec were temporary: leave nothing behind,
+            # also when the terminal was closed under it
+            shutil.rmtree(options.temp_dir, ignore_errors=True)
     return int(result or 0)

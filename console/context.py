@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import HarnessConfig
-from engine.store.db import connect
-from engine.views.session import ConsoleOptions
+from engine.views.session import ConsoleOptions, open_store
 
 
 def _wall_ms() -> int:
@@ -30,10 +29,13 @@ class ConsoleContext:
     poll_interval: float = 0.1
     refresh_interval: float = 2.0
     live: bool = True
-    #: Run the embedded evaluator (behind the store lease) and, with --demo, the fleet feed.
+    #: Run the background writers: the acting evaluator (only with ``--act``, behind the
+    #: store lease) and, with ``--demo``, the fleet feed. Tests of the screen turn it off.
     evaluate: bool = True
 
     config: HarnessConfig | None = None
+    #: What harness.toml itself grants (reloaded with it); see ``ConsoleOptions.granted``.
+    file_config: HarnessConfig | None = None
     #: Tests turn blinking cursors off so snapshots are stable.
     cursor_blink: bool = True
     #: Shown as the header's subtitle (default: the store path).
@@ -42,10 +44,22 @@ class ConsoleContext:
     def __post_init__(self) -> None:
         if self.config is None:
             self.config = self.options.config
+        if self.file_config is None:
+            self.file_config = self.options.granted
 
     @property
     def current_config(self) -> HarnessConfig:
         return self.config or self.options.config
+
+    @property
+    def granted_config(self) -> HarnessConfig:
+        """What the operator's harness.toml grants (no ``--demo`` additions)."""
+        return self.file_config or self.options.granted
+
+    @property
+    def policy_dir(self) -> Path | None:
+        """``--policy`` (or the demo's policy directory)."""
+        return self.options.policy_dir
 
     @property
     def store_path(self) -> Path:
@@ -53,4 +67,4 @@ class ConsoleContext:
 
     def connect(self) -> sqlite3.Connection:
         """A fresh connection for the calling worker thread (sqlite3 objects are per thread)."""
-        return connect(self.store_path, check_same_thread=False)
+        return open_store(self.store_path)

@@ -1,5 +1,10 @@
 """Backtest pane: pick or edit a rule, run it over recorded history in a worker.
 
+Every result names the rule and the version (semantic hash) that produced it
+and the range it ran over; an edit to another version clears the result (it
+belonged to the text before the edit), and a rerun clears the old rows while
+it runs (issue 19 P2.8).
+
 The run happens in a thread worker that posts progress messages; ``ctrl+x``
 (a priority binding, so the editor's cut never sees it while a run is going)
 sets the cancel event the engine checks between batches, and the editor is
@@ -23,75 +28,104 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Input, ProgressBar, Select, Static, TextArea
+from textual.widgets import DataTable, ProgressBar, Select, Static, TextArea
 
 from console.context import ConsoleContext
+from console.keys import Field
 from console.messages import ShowPane
+from console.panes.backtest_result import result_rows, summary_lines
+from console.panes.base import StorePane
 from console.panes.explain import ExplainPane
 from console.widgets.progress import StillProgressBar
-from console.widgets.spark import bar
+from console.widgets.rule_editor import RuleEditor, version
+from console.widgets.table import PATH, Column, FitTable
 from engine.errors import HarnessError
-from engine.rules.backtest import Progress
-from engine.rules.fires import Fire
-from engine.rules.model import CompiledRule
-from engine.timefmt import short_ms
-from engine.views.backtest import BacktestRun, lint_candidate, run_candidate
+from engine.views.backtest import (
+    BacktestRun,
+    CompiledRule,
+    Fire,
+    Progress,
+    lint_candidate,
+    run_candidate,
+)
 from engine.views.fire_explain import FireExplanation, explain_backtest_fire
 from engine.views.rules import load_console_rules
-
-MAX_ROWS = 500
-
 
 #: A progress callback whose result is ignored (``post_message`` returns a bool).
 ProgressFn = Callable[[Progress], None]
 
 
-class BacktestPane(Vertical):
+class BacktestPane(StorePane[None]):
+    """Run a rule, or an edited copy of it, over recorded history: would-be fires and their diff.
+
+    Lint runs on every edit with the evaluator's loader (errors inline);
+    results show the would-be fires, a per-day chart, totals by status, the
+    fires gained and lost against the rule's current version (marked in the
+    table, lost ones last) and the parity stamp: live = backtest, or the
+    differences. Each result names the rule version and range it belongs to.
+
+    Keys: ``ctrl+r`` run (also ``enter`` in the range fields), ``ctrl+x``
+    cancel a run, ``f5`` reset the copy to the rule's source, ``enter`` on a
+    result row explains that would-be fire; in the editor ``f7`` selects all.
+
+    Messages: :class:`Rules` (the rule list), :class:`Advanced` (progress),
+    :class:`Finished` (a run ended), :class:`Explained` (a result row's
+    explanation); posts :class:`~console.messages.ShowPane`.
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+r", "run", "Run backtest"),
+        Binding("ctrl+r", "run", "Run", tooltip="the rule or your edited copy"),
         # priority: checked before the focused editor's ctrl+x (cut) while a run is going
-        Binding("ctrl+x", "cancel", "Cancel run", priority=True),
-        Binding("ctrl+e", "reset_editor", "Reset copy"),
+        Binding("ctrl+x", "cancel", "Cancel", priority=True, tooltip="the run going on"),
+        Binding("f5", "reset_editor", "Reset copy", tooltip="the rule's source again"),
     ]
     DEFAULT_CSS = """
     BacktestPane #backtest-top { height: 3; }
     BacktestPane #backtest-rule { width: 1fr; }
-    BacktestPane #backtest-since { width: 30; }
-    BacktestPane #backtest-until { width: 30; }
-    BacktestPane #backtest-body { height: 1fr; }
+    BacktestPane #backtest-since { width: 18; }
+    BacktestPane #backtest-until { width: 18; }
+    BacktestPane #backtest-body { height: 3fr; min-height: 7; }
     BacktestPane #backtest-left { width: 1fr; }
     BacktestPane #backtest-editor { height: 1fr; }
-    BacktestPane #backtest-lint { height: auto; max-height: 6; padding: 0 1; }
+    BacktestPane #backtest-lint { height: auto; max-height: 4; padding: 0 1; }
     BacktestPane #backtest-right { width: 1fr; }
-    BacktestPane #backtest-summary { height: auto; max-height: 16; padding: 0 1; }
+    BacktestPane #backtest-summary { height: 1fr; padding: 0 1; }
     BacktestPane #backtest-progress { height: 1; padding: 0 1; }
+    BacktestPane #backtest-fires { height: 2fr; min-height: 5; }
     """
 
     class Rules(Message):
+        """The rules to pick from, by name (loaded in a worker)."""
+
         def __init__(self, rules: dict[str, CompiledRule]) -> None:
             super().__init__()
             self.rules = rules
 
     class Advanced(Message):
+        """A run's progress (rows done of rows total)."""
+
         def __init__(self, progress: Progress) -> None:
             super().__init__()
             self.progress = progress
 
     class Finished(Message):
+        """A run ended: its result, or the error that stopped it."""
+
         def __init__(self, run: BacktestRun | None, error: str = "") -> None:
             super().__init__()
             self.run = run
             self.error = error
 
     class Explained(Message):
+        """The explanation of a result row's would-be fire, or why there is none."""
+
         def __init__(self, explanation: FireExplanation | None, error: str = "") -> None:
             super().__init__()
             self.explanation = explanation
             self.error = error
 
     def __init__(self, context: ConsoleContext) -> None:
-        super().__init__(classes="pane")
-        self.context = context
+        super().__init__(context)
         self.rules: dict[str, CompiledRule] = {}
         self.rule_name = ""
         self.candidate: CompiledRule | None = None
@@ -101,15 +135,22 @@ class BacktestPane(Vertical):
         self._pending: str | None = None
         #: The fires behind the table's rows, in row order (Enter explains one).
         self.table_fires: list[Fire] = []
+        #: The rule version the shown result belongs to ("" when none is shown).
+        self.shown_version = ""
+        #: The last progress of the run going on: (done, total).
+        self._progress = (0, 0)
+        #: What the run going on (or last run) belongs to, and its version.
+        self.running_label = ""
+        self.running_version = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="backtest-top"):
             yield Select([], prompt="rule to backtest", id="backtest-rule")
-            yield Input(placeholder="since (e.g. 7d; empty = all)", id="backtest-since")
-            yield Input(placeholder="until (seq, 24h or ISO time)", id="backtest-until")
+            yield Field(placeholder="since: 7d", id="backtest-since", on_enter=self._enter_run)
+            yield Field(placeholder="until: seq/24h", id="backtest-until", on_enter=self._enter_run)
         with Horizontal(id="backtest-body"):
             with Vertical(id="backtest-left"):
-                yield TextArea("", id="backtest-editor", language="yaml", soft_wrap=False)
+                yield RuleEditor("", id="backtest-editor", language="yaml", soft_wrap=False)
                 yield Static("", id="backtest-lint")
             with Vertical(id="backtest-right"):
                 # A total from the start: a bar without one animates (16 Hz) even
@@ -117,12 +158,26 @@ class BacktestPane(Vertical):
                 yield StillProgressBar(id="backtest-progress", total=1)
                 with VerticalScroll(id="backtest-summary"):
                     yield Static("ctrl+r runs the rule (or your edited copy)", id="backtest-text")
-                table: DataTable[str] = DataTable(id="backtest-fires", cursor_type="row")
-                table.add_columns("Δ", "seq", "at (UTC)", "target", "level", "status", "aggregates")
-                yield table
+        # the would-be fires take the whole width: their seqs, times and counts stay whole
+        yield FitTable(
+            [
+                Column("Δ", "delta"),
+                Column("seq", "seq", right=True),
+                Column("at (UTC)", "at"),
+                Column("target", "target", PATH, least=8),
+                Column("level", "level"),
+                Column("status", "status"),
+                Column("aggregates", "aggregates"),
+            ],
+            id="backtest-fires",
+            cursor_type="row",
+        )
 
     def on_mount(self) -> None:
         self._load_rules()
+
+    def _enter_run(self, _value: str) -> None:
+        self.action_run()
 
     def reload_rules(self) -> None:
         """Called by the reloader when rule files change."""
@@ -131,11 +186,9 @@ class BacktestPane(Vertical):
     @work(thread=True, exclusive=True, group="backtest-rules")
     def _load_rules(self) -> None:
         try:
-            result = load_console_rules(
-                self.context.current_config, self.context.options.policy_dir
-            )
+            result = load_console_rules(self.context.current_config, self.context.policy_dir)
         except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            self.report(exc)
             return
         self.post_message(self.Rules({c.rule.name: c for c in result.rules}))
 
@@ -169,6 +222,19 @@ class BacktestPane(Vertical):
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         self._lint(event.text_area.text)
+        candidate = self.candidate
+        if self.shown_version and (candidate is None or version(candidate) != self.shown_version):
+            # the result shown belonged to the text before this edit
+            self._clear_result(
+                f"[dim]the result of {escape(self.rule_name)} {self.shown_version} was cleared:"
+                " the editor holds another version now (ctrl+r runs it)[/]"
+            )
+
+    def _clear_result(self, note: str) -> None:
+        self.shown_version = ""
+        self.table_fires = []
+        self.query_one(FitTable).show([])
+        self.query_one("#backtest-text", Static).update(note)
 
     def _lint(self, text: str) -> None:
         lint = self.query_one("#backtest-lint", Static)
@@ -205,11 +271,28 @@ class BacktestPane(Vertical):
         self.running = True
         self.query_one("#backtest-editor", TextArea).read_only = True
         self.cancel = threading.Event()
+        self._progress = (0, 0)
         self.query_one("#backtest-progress", ProgressBar).update(total=None, progress=0)
-        self.query_one("#backtest-text", Static).update("running … (ctrl+x cancels)")
-        since = self.query_one("#backtest-since", Input).value.strip() or None
-        until = self.query_one("#backtest-until", Input).value.strip() or None
+        since = self.query_one("#backtest-since", Field).value.strip() or None
+        until = self.query_one("#backtest-until", Field).value.strip() or None
+        self.running_label = self._label(candidate, current, since, until)
+        self.running_version = version(candidate)
+        # the old rows must not stand under "running" as if they were this run's
+        self._clear_result(f"running {escape(self.running_label)} … (ctrl+x cancels)")
         self._run(candidate, current, since, until, self.cancel)
+
+    def _label(
+        self,
+        candidate: CompiledRule,
+        current: CompiledRule | None,
+        since: str | None,
+        until: str | None,
+    ) -> str:
+        """What a result belongs to: rule, version, whether it is the edited copy, range."""
+        edited = current is None or candidate is not current
+        which = "edited copy" if edited else "current version"
+        span = f"since {since or 'the first row'}, until {until or 'the last row'}"
+        return f"{candidate.rule.name} {version(candidate)} ({which}; {span})"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """ctrl+x is "cancel" only while a run is going; otherwise the editor's cut gets it."""
@@ -253,6 +336,7 @@ class BacktestPane(Vertical):
 
     def on_backtest_pane_advanced(self, message: Advanced) -> None:
         p = message.progress
+        self._progress = (p.rows_done, max(p.rows_total, 1))
         self.query_one("#backtest-progress", ProgressBar).update(
             total=max(p.rows_total, 1), progress=p.rows_done
         )
@@ -260,60 +344,38 @@ class BacktestPane(Vertical):
     def on_backtest_pane_finished(self, message: Finished) -> None:
         self.running = False
         self.query_one("#backtest-editor", TextArea).read_only = False
-        # a finished run's bar is full (a short run may end before any progress
-        # message, leaving the bar without a total: it would animate forever)
-        self.query_one("#backtest-progress", ProgressBar).update(total=1, progress=1)
+        bar_ = self.query_one("#backtest-progress", ProgressBar)
+        run = message.run
+        if run is not None and run.cancelled:
+            # a cancelled run's bar stays where it stopped (a total, so it does not animate)
+            done, total = self._progress
+            bar_.update(total=max(total, 1), progress=done)
+        else:
+            # a finished run's bar is full (a short run may end before any progress
+            # message, leaving the bar without a total: it would animate forever)
+            bar_.update(total=1, progress=1)
         text = self.query_one("#backtest-text", Static)
-        table = self.query_one("#backtest-fires", DataTable)
-        if message.run is None:
+        table = self.query_one(FitTable)
+        if run is None:
             text.update(f"[red]{escape(message.error)}[/]")
             return
-        self.last_run = run = message.run
+        self.last_run = run
         res = run.result
         if run.cancelled:
             # A cut-short replay is no result: no counts, no diff, no table.
             text.update(
-                f"[yellow]cancelled[/] after {res.rows_scanned:,} of {res.range.rows:,} rows:"
-                " no result and no comparison (ctrl+r runs again)"
+                f"[yellow]cancelled[/] {escape(self.running_label)} after "
+                f"{res.rows_scanned:,} of {res.range.rows:,} rows: no result and no comparison"
+                " (ctrl+r runs again)"
             )
-            table.clear()
+            table.show([])
             self.table_fires = []
             return
-        lines = [
-            f"[b]{len(res.fires)} would-be fires[/b] over {res.range.rows:,} rows"
-            f" ({res.rows_scanned:,} candidate rows read)"
-            " (on recorded history; a rule about something that never happened backtests silent)",
-            "by status: " + (", ".join(f"{s} {n}" for s, n in run.by_status.items()) or "none"),
-        ]
-        if run.baseline is not None:
-            lines.append(
-                f"vs current version: [green]+{len(run.gained)} gained[/], "
-                f"[red]-{len(run.lost)} lost[/] ({len(run.baseline.fires)} before)"
-                + (" · lost fires are listed last in the table" if run.lost else "")
-            )
-        if run.parity is not None:
-            style = "green" if run.parity.equal else "yellow"
-            if run.parity.compared is None:
-                style = "dim"
-            plines = run.parity.lines()
-            lines.append(f"[{style}]{escape(plines[0])}[/]")
-            lines.extend(escape(line) for line in plines[1:6])
-        days = run.per_day
-        top = max((n for _, n in days), default=0)
-        for day, n in days[-10:]:
-            lines.append(f"{day} {bar(n, top, 24):24} {n}")
-        text.update("\n".join(lines))
-        table.clear()
-        gained = {(f.seq, f.target) for f in run.gained}
-        rows = [(f, "+" if (f.seq, f.target) in gained else "") for f in res.fires[:MAX_ROWS]]
-        rows += [(f, "−") for f in run.lost[: max(0, MAX_ROWS - len(rows))]]
-        self.table_fires = [f for f, _ in rows]
-        for f, mark in rows:
-            aggs = ", ".join(f"{c.fn}={c.result}" for c in f.calls)
-            cell = {"+": "[green]+ gained[/]", "−": "[red]− lost[/]"}.get(mark, "")
-            table.add_row(
-                cell, str(f.seq), short_ms(f.at), f.target, f.effective_level, f.status, aggs
-            )
+        self.shown_version = self.running_version
+        text.update("\n".join(summary_lines(run, self.running_label)))
+        rows = result_rows(run)
+        self.table_fires = [f for f, _cells in rows]
+        table.show([cells for _f, cells in rows], cursor=0)
 
     # -- explaining a result row ---------------------------------------------------
 
@@ -326,16 +388,9 @@ class BacktestPane(Vertical):
 
     @work(thread=True, exclusive=True, group="backtest-explain")
     def _explain(self, fire: Fire) -> None:
-        try:
-            conn = self.context.connect()
-            try:
-                exp = explain_backtest_fire(conn, fire)
-            finally:
-                conn.close()
-        except HarnessError as exc:
-            self.post_message(self.Explained(None, f"{exc.title}: {exc}"))
-            return
-        self.post_message(self.Explained(exp))
+        exp = self.with_store(lambda conn: explain_backtest_fire(conn, fire))
+        if exp is not None:
+            self.post_message(self.Explained(exp))
 
     def on_backtest_pane_explained(self, message: Explained) -> None:
         if message.explanation is None:

@@ -1,19 +1,27 @@
-"""What every pane shares: its context, one way to read the store, one way to report errors.
+"""What every pane shares: its context, one way to read the store, refresh, errors and help.
 
-Before this, each pane's worker repeated the same connect / try / close /
-catch-HarnessError / notify block; a pane now calls :meth:`StorePane.with_store`
-(or :meth:`StorePane.report`) and the error reaches the app as one typed
-:class:`~console.messages.ShowError`, so every pane's failures look alike.
+Before this each pane's worker repeated the same connect / try / close /
+catch-HarnessError / notify block, and each pane that lists something from
+the store repeated the same mount / timer / refresh / worker / message code.
+A listing pane now says only what it reads (:meth:`StorePane.read`, run in a
+thread worker on its own connection) and how it shows it
+(:meth:`StorePane.show`, on the UI thread); the base class refreshes it on
+mount, on ``r`` and on a timer while it is shown, skips reads while the
+store's files stand still, and turns engine errors into one typed
+:class:`~console.messages.ShowError`.
 """
 
 from __future__ import annotations
 
+import inspect
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ClassVar, Generic, TypeVar, cast
 
+from textual import work
 from textual.containers import Vertical
+from textual.message import Message
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.worker import NoActiveWorker, get_current_worker
@@ -24,6 +32,7 @@ from engine.errors import HarnessError
 from engine.views.changes import file_stamp, store_version
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: A timer tick reads the store at least this often even while its files stand
 #: still (a write can land within the file system's timestamp granularity).
@@ -37,8 +46,36 @@ def _cancelled() -> bool:
         return False
 
 
-class StorePane(Vertical):
-    """A pane over the store: holds the context and turns engine errors into ShowError."""
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 hold``, ``2 holds``, ``1,204 fires``: a count with the word that agrees with it."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def about(cls: type[Widget]) -> str:
+    """The first paragraph of a pane's class docstring: what it shows (for F1)."""
+    doc = inspect.getdoc(cls) or ""
+    return doc.split("\n\n", 1)[0].replace("\n", " ")
+
+
+class StorePane(Vertical, Generic[T]):
+    """A pane over the store: its context, refresh of what it lists, and errors as ShowError.
+
+    Keys: ``r`` refreshes now (panes that list from the store).
+
+    Messages: :class:`StorePane.Read` carries a worker's read to :meth:`show`;
+    errors reach the app as :class:`~console.messages.ShowError`.
+    """
+
+    #: Seconds between timer refreshes while shown: None reads nothing by itself;
+    #: otherwise at least the context's ``refresh_interval``.
+    REFRESH_S: ClassVar[float | None] = None
+
+    class Read(Message):
+        """A worker read the pane's listing; the pane shows ``result``."""
+
+        def __init__(self, result: object) -> None:
+            super().__init__()
+            self.result = result
 
     def __init__(self, context: ConsoleContext) -> None:
         super().__init__(classes="pane")
@@ -56,6 +93,48 @@ class StorePane(Vertical):
         #: The timer is paused because the pane is hidden.
         self.asleep = False
 
+    # -- listing panes: read in a worker, show on the UI thread -----------------
+
+    def on_mount(self) -> None:
+        if self.REFRESH_S is None:
+            return
+        self.action_refresh()
+        if self.context.live:
+            self.poll_every(max(self.context.refresh_interval, self.REFRESH_S))
+
+    def read(self, conn: sqlite3.Connection) -> T:
+        """What the pane lists, read on a worker thread (listing panes override this)."""
+        raise NotImplementedError
+
+    def show(self, result: T) -> None:
+        """Put ``result`` on screen (UI thread; listing panes override this)."""
+
+    def force_read(self) -> bool:
+        """Whether the next timer refresh must read even if the store did not move."""
+        return False
+
+    def poll(self) -> None:
+        """A timer refresh: read if anything shown could have moved."""
+        self.load()
+
+    def action_refresh(self) -> None:
+        """``r``: read now."""
+        self.load(force=True)
+
+    @work(thread=True, exclusive=True, group="pane-read")
+    def load(self, force: bool = False) -> None:
+        result = self.with_store_if_changed(
+            self.read, extra=self.poll_key(), force=force or self.force_read()
+        )
+        if result is not None:
+            self.post_message(self.Read(result))
+
+    def on_store_pane_read(self, message: Read) -> None:
+        message.stop()
+        self.show(cast(T, message.result))
+
+    # -- the timer ---------------------------------------------------------------
+
     def poll_every(self, seconds: float) -> None:
         """Call :meth:`poll` every ``seconds`` while the pane is shown; once more when shown again.
 
@@ -64,9 +143,6 @@ class StorePane(Vertical):
         pane catches up the moment it is shown.
         """
         self._timer = self.set_interval(seconds, self._tick)
-
-    def poll(self) -> None:
-        """A timer refresh (subclasses read the store if it changed)."""
 
     def poll_key(self) -> tuple[int, ...]:
         """What else, besides the store's files, moves what the pane shows (e.g. the minute)."""
@@ -105,17 +181,19 @@ class StorePane(Vertical):
             self._missed = False
             self.poll()
 
+    # -- reading the store and reporting -------------------------------------------
+
     def report(self, exc: HarnessError) -> None:
         """Show ``exc`` (title and every located line) as an error notification; thread-safe."""
         self.post_message(ShowError(exc.title, str(exc)))
 
     def with_store_if_changed(
         self,
-        read: Callable[[sqlite3.Connection], T],
+        read: Callable[[sqlite3.Connection], R],
         *,
         extra: tuple[int, ...] = (),
         force: bool = False,
-    ) -> T | None:
+    ) -> R | None:
         """Like :meth:`with_store`, but ``None`` without reading when nothing it shows moved.
 
         A timer refresh on a static store then costs a handful of indexed
@@ -123,7 +201,7 @@ class StorePane(Vertical):
         ``extra`` adds what else the view depends on (e.g. the minute, for ages).
         """
 
-        def probe(conn: sqlite3.Connection) -> tuple[tuple[int, ...], T | None]:
+        def probe(conn: sqlite3.Connection) -> tuple[tuple[int, ...], R | None]:
             version = store_version(conn) + extra
             if not force and version == self._version:
                 return version, None
@@ -138,7 +216,7 @@ class StorePane(Vertical):
             self._version = version
         return result
 
-    def with_store(self, read: Callable[[sqlite3.Connection], T]) -> T | None:
+    def with_store(self, read: Callable[[sqlite3.Connection], R]) -> R | None:
         """Run ``read`` on a fresh connection (one per worker thread) and close it.
 
         ``None`` means it failed and the error has been shown; ``read`` itself

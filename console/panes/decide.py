@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.widgets import Input, Select, Static
 
 from console.context import ConsoleContext
+from console.keys import Field, focus_now
 from console.panes.base import StorePane
 from console.widgets.confirm import AskText, ConfirmDiff
 from console.widgets.picker import PickSpec
@@ -30,6 +31,8 @@ from engine.views.decide import (
 )
 from engine.views.session import expand_globs
 
+NO_SPEC = "no spec loaded: pick one above, ctrl+o browses, ctrl+l types a path"
+
 
 def display_path(path: Path) -> str:
     """A spec path as the picker shows it: relative to the working directory when inside it."""
@@ -39,25 +42,44 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-class DecidePane(StorePane):
+class DecidePane(StorePane[None]):
+    """Pick a spec, type an input: the decision, route order and every rule, as you type.
+
+    Each result names the spec file and version and the input it belongs to;
+    a spec that cannot be loaded clears the result instead of leaving another
+    spec's decision on screen (an edit that breaks the open spec keeps its
+    last good version, and says so). The spec's scenario tests run with
+    pass/fail.
+
+    Keys: ``i`` (or ``enter``) type an input, ``esc`` leaves it so the number
+    keys switch panes again, ``ctrl+o`` browse for a spec file, ``ctrl+l`` type
+    a spec path or glob, ``ctrl+s`` save the input and decision as a scenario
+    test (shows the path and the diff; ``y`` writes, ``n`` cancels).
+
+    Messages: :class:`Loaded` (a spec load finished), :class:`Decided` (an
+    input was decided).
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+s", "save_scenario", "Save as scenario"),
-        Binding("ctrl+o", "pick_file", "Open spec…"),
-        Binding("ctrl+l", "open_path", "Spec path", show=False),
-        Binding("i", "focus_input", "Type input"),
+        Binding("i,enter", "focus_input", "Type", tooltip="an input to decide"),
+        Binding("ctrl+s", "save_scenario", "Save test", tooltip="the input and decision"),
+        Binding("ctrl+o", "pick_file", "Open", tooltip="browse for a spec file"),
+        Binding("ctrl+l", "open_path", "Spec path", show=False, tooltip="type a path or glob"),
     ]
     DEFAULT_CSS = """
     DecidePane #decide-top { height: 3; }
     DecidePane #decide-spec { width: 1fr; }
     DecidePane #decide-path { width: 1fr; }
-    DecidePane #decide-body { height: 1fr; }
+    DecidePane #decide-body { height: 1fr; min-height: 6; }
     DecidePane #decide-decision { width: 1fr; border: round $primary; padding: 0 1; }
     DecidePane #decide-rules { width: 1fr; border: round $secondary; padding: 0 1; }
-    DecidePane #decide-tests { height: auto; max-height: 10; border: round $accent;
+    DecidePane #decide-tests { height: auto; max-height: 25%; border: round $accent;
         padding: 0 1; }
     """
 
     class Loaded(Message):
+        """A spec load finished: ``spec`` or the ``error`` that refused it, for ``path``."""
+
         def __init__(self, spec: LoadedSpec | None, error: HarnessError | None, path: Path) -> None:
             super().__init__()
             self.spec = spec
@@ -65,8 +87,11 @@ class DecidePane(StorePane):
             self.path = path
 
     class Decided(Message):
-        def __init__(self, text: str, result: DecideResult) -> None:
+        """``text`` was decided with ``spec``."""
+
+        def __init__(self, spec: LoadedSpec, text: str, result: DecideResult) -> None:
             super().__init__()
+            self.spec = spec
             self.text = text
             self.result = result
 
@@ -86,12 +111,17 @@ class DecidePane(StorePane):
                 prompt="pick a spec (from --spec / [console] specs)",
                 id="decide-spec",
             )
-            yield Input(placeholder="…or a spec path (enter loads)", id="decide-path")
+            yield Field(
+                placeholder="…or a spec path (enter loads)", id="decide-path", on_enter=self._path
+            )
         yield Static("", id="decide-error", classes="error-box hidden")
-        yield Input(placeholder="type an input to decide", id="decide-input")
+        # coming back to the input goes on typing (it does not select the text to replace it)
+        yield Field(
+            placeholder="i: type an input to decide", id="decide-input", select_on_focus=False
+        )
         with Horizontal(id="decide-body"):
             with VerticalScroll(id="decide-decision"):
-                yield Static("no spec loaded", id="decide-decision-text")
+                yield Static(NO_SPEC, id="decide-decision-text")
             with VerticalScroll(id="decide-rules"):
                 yield Static("", id="decide-rules-text")
         with VerticalScroll(id="decide-tests"):
@@ -105,12 +135,25 @@ class DecidePane(StorePane):
     # -- loading ---------------------------------------------------------------
 
     def open_spec(self, path: str | Path) -> None:
-        """Load (or reload) a spec in a worker; a broken file keeps the last good one."""
+        """Load (or reload) a spec in a worker; a broken edit keeps the open spec's last good."""
         target = Path(path).expanduser().resolve()
         if self.loaded_path != target:
+            self._clear_result()  # another spec's decision must not stay beside this one
             self.spec = None
         self.loaded_path = target
+        self._name_in_picker(target)
         self._load(target)
+
+    def _name_in_picker(self, target: Path) -> None:
+        """The picker names the spec being shown (a typed path joins its options)."""
+        select = self.query_one("#decide-spec", Select)
+        options = [(display_path(f), str(f)) for f in self.context.options.spec_files()]
+        if str(target) not in {value for _label, value in options}:
+            options.append((display_path(target), str(target)))
+        if select.value != str(target):
+            with select.prevent(Select.Changed):
+                select.set_options(options)
+                select.value = str(target)
 
     @work(thread=True, exclusive=True, group="decide-load")
     def _load(self, path: Path) -> None:
@@ -122,29 +165,33 @@ class DecidePane(StorePane):
         self.post_message(self.Loaded(spec, None, path))
 
     def on_decide_pane_loaded(self, message: Loaded) -> None:
+        if message.path != self.loaded_path:
+            return  # the operator chose another spec meanwhile
         box = self.query_one("#decide-error", Static)
         if message.error is not None:
-            kept = " (keeping the last good version)" if self.spec is not None else ""
+            kept = (
+                f" (keeping the last good version, {self.spec.version})"
+                if self.spec is not None
+                else ""
+            )
             self.error = f"{message.error.title}{kept}\n{message.error}"
             box.update(escape(self.error))
             box.remove_class("hidden")
+            if self.spec is None:
+                self._clear_result()
             return
         self.error = ""
         box.update("")
         box.add_class("hidden")
         self.spec = message.spec
         self._render_tests()
-        self._decide(self.query_one("#decide-input", Input).value)
+        self._decide(self.query_one("#decide-input", Field).value)
 
     def specs_changed(self, paths: list[Path]) -> None:
         """Spec files changed on disk: refresh the picker, reload the open spec if touched."""
-        files = self.context.options.spec_files()
-        select = self.query_one("#decide-spec", Select)
-        current = select.value
-        select.set_options([(display_path(f), str(f)) for f in files])
-        if isinstance(current, str) and Path(current) in files:
-            select.value = current
         target = self.loaded_path
+        if target is not None:
+            self._name_in_picker(target)
         if target is not None and any(
             p.name == target.name and p.parent.resolve() == target.parent.resolve() for p in paths
         ):
@@ -154,13 +201,15 @@ class DecidePane(StorePane):
         if event.select.id == "decide-spec" and isinstance(event.value, str):
             self.open_spec(event.value)
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "decide-path" and event.value.strip():
-            event.stop()
-            matches = expand_globs([event.value.strip()])
-            self.open_spec(matches[0] if matches else Path(event.value.strip()).expanduser())
+    def _path(self, text: str) -> None:
+        """Enter in the path field: load it, and type inputs next."""
+        if not text.strip():
+            return
+        matches = expand_globs([text.strip()])
+        self.open_spec(matches[0] if matches else Path(text.strip()).expanduser())
+        focus_now(self.query_one("#decide-input", Field))
 
-    def action_pick_file(self) -> None:
+    async def action_pick_file(self) -> None:
         """Browse for a spec file, starting at the open spec's directory (else the cwd)."""
         root = self.loaded_path.parent if self.loaded_path is not None else Path.cwd()
 
@@ -168,14 +217,14 @@ class DecidePane(StorePane):
             if path is not None:
                 self.open_spec(path)
 
-        self.app.push_screen(PickSpec(root), done)
+        await self.app.push_screen(PickSpec(root), done)
 
     def action_focus_input(self) -> None:
-        """Back into the input after Esc left it (Esc frees the number keys)."""
-        self.query_one("#decide-input", Input).focus()
+        """``i``: into the input (Esc leaves it, so the number keys switch panes)."""
+        focus_now(self.query_one("#decide-input", Field))
 
     def action_open_path(self) -> None:
-        self.query_one("#decide-path", Input).focus()
+        focus_now(self.query_one("#decide-path", Field))
 
     # -- deciding --------------------------------------------------------------
 
@@ -185,20 +234,40 @@ class DecidePane(StorePane):
 
     def _decide(self, text: str) -> None:
         if self.spec is None:
+            self._clear_result()
             return
         self._run_decide(self.spec, text)
 
     @work(thread=True, exclusive=True, group="decide")
     def _run_decide(self, spec: LoadedSpec, text: str) -> None:
-        self.post_message(self.Decided(text, try_input(spec, text)))
+        self.post_message(self.Decided(spec, text, try_input(spec, text)))
+
+    def _clear_result(self, why: str | None = None) -> None:
+        if why is None:
+            why = NO_SPEC
+            if self.loaded_path is not None and self.error:
+                why = f"no decision: {display_path(self.loaded_path)} is not loaded (see above)"
+        self.result = None
+        self.query_one("#decide-decision", VerticalScroll).border_title = None
+        self.query_one("#decide-decision-text", Static).update(escape(why))
+        self.query_one("#decide-rules-text", Static).update("")
+        self.query_one("#decide-tests-text", Static).update("")
 
     def on_decide_pane_decided(self, message: Decided) -> None:
-        if message.text != self.query_one("#decide-input", Input).value:
+        if message.spec is not self.spec:
+            return  # decided with a spec that is no longer the one shown
+        if message.text != self.query_one("#decide-input", Field).value:
             return  # a newer keystroke is on its way
         self.result = message.result
+        spec = message.spec
+        box = self.query_one("#decide-decision", VerticalScroll)
+        box.border_title = escape(f"{display_path(spec.path)} {spec.version}")
         d = message.result.decision
         sel = d.route_selection
-        lines = [f"[b]route[/b]  {escape(d.route or '<none>')}"]
+        lines = [
+            f"[dim]input[/dim]  {escape(repr(message.text))}",
+            f"[b]route[/b]  {escape(d.route or '<none>')}",
+        ]
         if sel is not None:
             rule = f" (rule {escape(sel.rule_id)})" if sel.rule_id else ""
             lines.append(f"[b]basis[/b]  {sel.basis}{rule}")
@@ -234,7 +303,7 @@ class DecidePane(StorePane):
 
     # -- saving ----------------------------------------------------------------
 
-    def action_save_scenario(self) -> None:
+    async def action_save_scenario(self) -> None:
         """Ask for a name, show the full path and the diff, and only then write."""
         if self.spec is None or self.result is None:
             self.app.notify("load a spec and type an input first", severity="warning")
@@ -246,7 +315,7 @@ class DecidePane(StorePane):
             f"{decision.route or '<none>'}; you see the diff before anything is written"
         )
 
-        def named(name: str | None) -> None:
+        async def named(name: str | None) -> None:
             if name is None:
                 return
             try:
@@ -259,12 +328,12 @@ class DecidePane(StorePane):
                 if ok:
                     self._write(spec, save, name)
 
-            self.app.push_screen(
+            await self.app.push_screen(
                 ConfirmDiff(f"Write scenario {name!r} to this file?", str(spec.path), save.diff),
                 confirmed,
             )
 
-        self.app.push_screen(
+        await self.app.push_screen(
             AskText(
                 "Save this input and decision as a scenario test?",
                 detail=detail,

@@ -10,19 +10,62 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from console.context import ConsoleContext
+from console.keys import Field, focus_now
 from console.panes.base import StorePane
+from engine.views.demo import DEMO_ENFORCE
 from engine.views.fire_explain import FireExplanation, explain_fire
-from engine.views.live import DEMO_ENFORCE
+
+#: The footer shows the two step keys as one group.
+STEPS = Binding.Group("Step", compact=True)
 
 
-class ExplainPane(StorePane):
+class StepScroll(VerticalScroll):
+    """The steps, scrolled; its step keys win over the scroll keys of the same names.
+
+    A plain VerticalScroll took ``home``/``end`` (and ``left``/``right``) for
+    scrolling, so Explain's "first step" never ran (issue 19 P3).
+
+    Keys: ``right``/``n`` next step, ``left``/``p`` previous, ``home`` first,
+    ``end`` last; up/down/page keys scroll.
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right,n", "step(1)", "Next step"),
-        Binding("left,p", "step(-1)", "Previous step"),
-        Binding("home", "first", "First step", show=False),
+        Binding("left,p", "step(-1)", "Prev", group=STEPS),
+        Binding("right,n", "step(1)", "Next", group=STEPS),
+        Binding("home", "edge(0)", "First step", show=False),
+        Binding("end", "edge(1)", "Last step", show=False),
+    ]
+
+    def action_step(self, delta: int) -> None:
+        self.query_ancestor(ExplainPane).action_step(delta)
+
+    def action_edge(self, last: int) -> None:
+        pane = self.query_ancestor(ExplainPane)
+        if last:
+            pane.action_last()
+        else:
+            pane.action_first()
+
+
+class ExplainPane(StorePane[None]):
+    """One fire, step by step: the event row, now, each aggregate call, the level decision, actions.
+
+    Each aggregate call shows its arguments, result and the journal rows it
+    counted; the decision gives its reasons; the last step says what acted
+    (the hold it created, actions run). Opened from Fires, Holds, Timeline or
+    a backtest result; or type a fire id.
+
+    Keys: ``right``/``n`` next step, ``left``/``p`` previous, ``home`` first,
+    ``end`` last, ``f`` type a fire id, ``esc`` back to the pane you came from.
+
+    Messages: :class:`Loaded` (an explanation was read).
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "fire_id", "Fire id", tooltip="type a fire id to explain"),
     ]
     DEFAULT_CSS = """
     ExplainPane #explain-fire { width: 60; }
@@ -30,6 +73,8 @@ class ExplainPane(StorePane):
     """
 
     class Loaded(Message):
+        """The explanation of ``fire_id`` (0: a backtest's would-be fire) was read."""
+
         def __init__(self, fire_id: int, explanation: FireExplanation) -> None:
             super().__init__()
             self.fire_id = fire_id
@@ -41,14 +86,18 @@ class ExplainPane(StorePane):
         self.step = 0
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="fire id (enter), or enter on a fire in Fires", id="explain-fire")
+        yield Field(
+            placeholder="fire id (enter), or enter on a fire in Fires",
+            id="explain-fire",
+            on_enter=self._typed_id,
+        )
         yield Static("no fire selected", id="explain-title", classes="status-line")
-        with VerticalScroll(id="explain-steps"):
+        with StepScroll(id="explain-steps"):
             yield Static("", id="explain-body")
             yield Static("", id="explain-current")
 
     def load_fire(self, fire_id: int) -> None:
-        self.query_one("#explain-fire", Input).value = str(fire_id)
+        self.query_one("#explain-fire", Field).value = str(fire_id)
         self._load(fire_id)
 
     @work(thread=True, exclusive=True, group="explain")
@@ -62,17 +111,19 @@ class ExplainPane(StorePane):
         self.explanation = message.explanation
         self.step = 0
         self._show_step()
-        self.query_one("#explain-steps").focus()
+        if not isinstance(self.app.focused, Field):
+            focus_now(self.query_one(StepScroll))
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "explain-fire":
-            return
-        event.stop()
-        text = event.value.strip()
+    def _typed_id(self, value: str) -> None:
+        text = value.strip()
         if not text.isdigit():
             self.app.notify("a fire id is a number", severity="error")
             return
+        focus_now(self.query_one(StepScroll))
         self._load(int(text))
+
+    def action_fire_id(self) -> None:
+        focus_now(self.query_one("#explain-fire", Field))
 
     def action_step(self, delta: int) -> None:
         if self.explanation is None:
@@ -84,6 +135,11 @@ class ExplainPane(StorePane):
         self.step = 0
         self._show_step()
 
+    def action_last(self) -> None:
+        if self.explanation is not None:
+            self.step = len(self.explanation.steps) - 1
+            self._show_step()
+
     def _show_step(self) -> None:
         exp = self.explanation
         if exp is None:
@@ -93,7 +149,7 @@ class ExplainPane(StorePane):
             (f"fire {exp.fire_id}" if exp.fire_id else "backtest fire (not stored)")
             + f" · rule {escape(exp.rule)} · step {self.step + 1} of {total}"
             + ("" if exp.consistent else " · [red]RECOMPUTE MISMATCH[/]")
-            + "  (←/→ to step)"
+            + "  (←/→ step, home/end)"
         )
         parts = []
         for i, step in enumerate(exp.steps[: self.step]):
@@ -112,5 +168,5 @@ class ExplainPane(StorePane):
         self.call_after_refresh(self._scroll_to_current)
 
     def _scroll_to_current(self) -> None:
-        steps = self.query_one("#explain-steps", VerticalScroll)
+        steps = self.query_one(StepScroll)
         steps.scroll_to_widget(self.query_one("#explain-current"), animate=False, top=True)

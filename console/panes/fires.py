@@ -22,23 +22,26 @@ from typing import ClassVar, cast
 
 import aiosqlite
 from rich.markup import escape
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
-from textual.events import MouseScrollUp
-from textual.message import Message
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
 from console.context import ConsoleContext
+from console.keys import Field, focus_now
 from console.messages import OpenExplain
 from console.panes.base import StorePane
+from console.widgets.fires_table import FiresTable
+from console.widgets.table import PATH, TEXT, Column
 from engine.errors import HarnessError
 from engine.timefmt import short_ms
 from engine.views.changes import Backoff, file_stamp
 from engine.views.fires import (
+    LEVELS,
     FireFilter,
     FireRow,
     after_query,
@@ -53,72 +56,40 @@ PAGE = 100
 #: The longest the tail waits between looks at a store that stands still: the bound
 #: on how late a fire written by another process shows after a quiet spell.
 TAIL_IDLE_S = 0.5
-LEVEL_STYLE = {"annotate": "dim", "notify": "cyan", "hold": "bold yellow", "stop": "bold red"}
+#: How each level is drawn (the level words come from the rule vocabulary).
+LEVEL_STYLE = dict(zip(LEVELS, ("dim", "cyan", "bold yellow", "bold red"), strict=True))
+COLUMNS = (
+    Column("id", "id", right=True),
+    Column("at (UTC)", "at"),
+    Column("rule", "rule", TEXT, least=10),
+    Column("level", "level", TEXT, least=6),
+    Column("status", "status"),
+    Column("target", "target", PATH, least=10),
+)
 
 
-class FiresTable(DataTable[str]):
-    """A DataTable that tells its pane when the operator moves, and whether at an edge.
+class FiresPane(StorePane[None]):
+    """The live tail of rule fires, newest at the bottom; scrolling up pauses it.
 
-    Only operator actions post :class:`Moved`; the pane's own cursor moves
-    (following the tail, re-rendering a page) do not, so paging never feeds
-    back on itself.
+    A sliding window of at most ``WINDOW`` rows over keyset-paged queries; a
+    badge counts new fires while paused.
+
+    Keys: ``/`` filter (a bare word matches part of the rule, harness, target
+    or status; ``rule:NAME level:hold status:shadow harness:H`` match
+    exactly), ``esc`` clears it, ``end``/``G`` follow the tail again,
+    ``enter`` explain the fire, ``c`` copy it as JSON.
+
+    Messages: posts :class:`~console.messages.OpenExplain`; listens to
+    :class:`FiresTable.Moved` and :class:`FiresTable.JumpBack`.
     """
 
-    class Moved(Message):
-        """The operator moved ``up`` or ``down``; ``edge`` when now at the first/last row."""
-
-        def __init__(self, direction: str, edge: bool) -> None:
-            super().__init__()
-            self.direction = direction
-            self.edge = edge
-
-    class JumpBack(Message):
-        """The operator asked to follow the tail again."""
-
-    def _up(self) -> None:
-        self.post_message(self.Moved("up", self.cursor_row <= 0))
-
-    def _down(self) -> None:
-        self.post_message(self.Moved("down", self.cursor_row >= self.row_count - 1))
-
-    def action_cursor_up(self) -> None:
-        super().action_cursor_up()
-        self._up()
-
-    def action_page_up(self) -> None:
-        super().action_page_up()
-        self._up()
-
-    def action_scroll_top(self) -> None:
-        super().action_scroll_top()
-        self._up()
-
-    def action_scroll_home(self) -> None:
-        super().action_scroll_home()
-        self._up()
-
-    def action_cursor_down(self) -> None:
-        super().action_cursor_down()
-        self._down()
-
-    def action_page_down(self) -> None:
-        super().action_page_down()
-        self._down()
-
-    def action_scroll_end(self) -> None:
-        """``end`` jumps back to the live tail (the pane re-follows)."""
-        self.post_message(self.JumpBack())
-
-    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
-        super()._on_mouse_scroll_up(event)
-        self.post_message(self.Moved("up", self.scroll_y <= 0))
-
-
-class FiresPane(StorePane):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter"),
-        Binding("end,G", "jump_back", "Follow tail"),
-        Binding("c", "copy", "Copy JSON"),
+        Binding(
+            "slash", "filter", "Filter", tooltip="words; rule:NAME level:hold status:S harness:H"
+        ),
+        Binding("end,G", "jump_back", "Follow", tooltip="back to the live tail"),
+        Binding("c", "copy", "Copy", tooltip="the selected fire as JSON, over OSC 52"),
+        Binding("enter", "explain", "Explain", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -146,18 +117,16 @@ class FiresPane(StorePane):
         self._looked_at = 0.0
 
     def compose(self) -> ComposeResult:
-        yield Input(
-            placeholder="filter: words match rule/harness/target/status; "
-            "rule:NAME level:hold status:S harness:H exact (enter applies, esc clears)",
+        yield Field(
+            placeholder="filter: words; rule:NAME level:hold status:S harness:H (esc clears)",
             id="fires-filter",
             classes="hidden",
+            on_enter=self._submit_filter,
         )
         with Horizontal(classes="status-line", id="fires-bar"):
             yield Static("", id="fires-status")
             yield Static("", id="fires-badge")
-        table = FiresTable(id="fires-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("id", "at (UTC)", "rule", "level", "status", "target")
-        yield table
+        yield FiresTable(COLUMNS, id="fires-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         self._start()
@@ -255,21 +224,18 @@ class FiresPane(StorePane):
 
     def _append(self, fresh: list[FireRow]) -> None:
         table = self.query_one(FiresTable)
-        for row in fresh:
-            table.add_row(*self._cells(row), key=str(row.id))
+        table.append([self._cells(row) for row in fresh], [str(row.id) for row in fresh])
         self.window.extend(fresh)
         self.head_id = fresh[-1].id
         overflow = len(self.window) - WINDOW
         if overflow > 0:
-            for row in self.window[:overflow]:
-                table.remove_row(str(row.id))
+            table.drop_first(overflow)
             self.window = self.window[overflow:]
             self.has_older = True
         table.move_cursor(row=len(self.window) - 1, animate=False)
         self._update_status()
 
-    def _cells(self, row: FireRow) -> tuple[str, ...]:
-        style = LEVEL_STYLE.get(row.effective_level)
+    def _cells(self, row: FireRow) -> tuple[str | Text, ...]:
         level = row.effective_level
         if row.level != row.effective_level:
             level = f"{row.effective_level} (≤{row.level})"
@@ -277,18 +243,18 @@ class FiresPane(StorePane):
             str(row.id),
             short_ms(row.at),
             row.rule,
-            f"[{style}]{level}[/]" if style else level,
+            Text(level, style=LEVEL_STYLE.get(row.effective_level, "")),
             row.status,
             row.target or "",
         )
 
     def _render_window(self, cursor: int) -> None:
         table = self.query_one(FiresTable)
-        table.clear()
-        for row in self.window:
-            table.add_row(*self._cells(row), key=str(row.id))
-        if self.window:
-            table.move_cursor(row=max(0, min(cursor, len(self.window) - 1)), animate=False)
+        table.show(
+            [self._cells(row) for row in self.window],
+            [str(row.id) for row in self.window],
+            cursor=cursor,
+        )
         self._update_status()
 
     def _update_status(self) -> None:
@@ -372,8 +338,15 @@ class FiresPane(StorePane):
         self.action_jump_back()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
         if event.row_key.value is not None:
             self.post_message(OpenExplain(int(event.row_key.value)))
+
+    def action_explain(self) -> None:
+        """``enter``: the selected fire in Explain."""
+        row = self.selected()
+        if row is not None:
+            self.post_message(OpenExplain(row.id))
 
     # -- actions ---------------------------------------------------------------
 
@@ -394,25 +367,25 @@ class FiresPane(StorePane):
         self.app.notify(f"fire {row.id} copied as JSON", timeout=3)
 
     def action_filter(self) -> None:
-        box = self.query_one("#fires-filter", Input)
+        box = self.query_one("#fires-filter", Field)
         box.remove_class("hidden")
-        box.focus()
+        focus_now(box)
 
     def action_close_filter(self) -> None:
-        box = self.query_one("#fires-filter", Input)
+        box = self.query_one("#fires-filter", Field)
         box.add_class("hidden")
-        self.query_one(FiresTable).focus()
+        focus_now(self.query_one(FiresTable))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Esc clears only when there is a filter (box open or applied); else it goes back."""
         if action == "clear_filter":
-            box = self.query_one("#fires-filter", Input)
+            box = self.query_one("#fires-filter", Field)
             return not self.flt.empty or not box.has_class("hidden")
         return True
 
     def action_clear_filter(self) -> None:
         """Esc: drop the filter (applied or being typed) and follow the whole tail again."""
-        self.query_one("#fires-filter", Input).value = ""
+        self.query_one("#fires-filter", Field).value = ""
         self.action_close_filter()
         if not self.flt.empty:
             self.flt = FireFilter()
@@ -420,7 +393,7 @@ class FiresPane(StorePane):
 
     def set_filter_text(self, text: str) -> None:
         """Apply a filter given as text (also used by the Fleet pane)."""
-        box = self.query_one("#fires-filter", Input)
+        box = self.query_one("#fires-filter", Field)
         box.value = text
         self._apply(text)
 
@@ -428,14 +401,13 @@ class FiresPane(StorePane):
         """Show the fires of ``harness`` in ``[at_from, at_to)`` (Enter on a Timeline cell)."""
         self.flt = FireFilter(harness=harness or None, at_from=at_from, at_to=at_to)
         # The box keeps only what it can parse; the status line shows the time range too.
-        self.query_one("#fires-filter", Input).value = f"harness:{harness}" if harness else ""
+        self.query_one("#fires-filter", Field).value = f"harness:{harness}" if harness else ""
         self._start()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "fires-filter":
-            event.stop()
-            if self._apply(event.value):
-                self.action_close_filter()
+    def _submit_filter(self, text: str) -> None:
+        """Enter in the filter box: apply it and give the keys back to the table at once."""
+        if self._apply(text):
+            self.action_close_filter()
 
     def _apply(self, text: str) -> bool:
         try:

@@ -6,6 +6,7 @@ import sqlite3
 from typing import ClassVar
 
 from rich.markup import escape
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -16,27 +17,41 @@ from console.context import ConsoleContext
 from console.messages import OpenExplain
 from console.panes.base import StorePane
 from console.widgets.confirm import AskText
+from console.widgets.table import TEXT, Column, FitTable
 from engine.timefmt import short_ms
-from engine.views.holds import HoldRow, list_holds
+from engine.views.holds import HoldRow, list_holds, operator_name, release_hold
 
 
-def _when(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    return short_ms(ms)
+class HoldsPane(StorePane[list[HoldRow]]):
+    """Active holds (newest first) and holds released in the last week, with who released them.
 
+    A hold refuses new runs of its harness until the rule's window lets it go
+    or an operator releases it here (the release records your login name and
+    the reason you give).
 
-class HoldsPane(StorePane):
+    Keys: ``enter`` explain the fire that created the selected hold, ``x``
+    release it (asks for a reason), ``r`` refresh.
+
+    Messages: posts :class:`~console.messages.OpenExplain`; :class:`Released`
+    comes back from the release worker; reads arrive as :class:`StorePane.Read`.
+    """
+
+    REFRESH_S = 0.0
+    DEFAULT_CSS = """
+    HoldsPane #holds-detail { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "explain", "Explain its fire"),
-        Binding("x", "release", "Release hold"),
-        Binding("r", "refresh", "Refresh"),
+        Binding("enter", "explain", "Explain", tooltip="the fire that created the hold"),
+        Binding("x", "release", "Release", tooltip="the selected hold; asks for a reason first"),
+        Binding("r", "refresh", "Refresh", tooltip="read the store now"),
     ]
 
-    class Updated(Message):
-        def __init__(self, rows: list[HoldRow]) -> None:
+    class Released(Message):
+        """The release worker committed: ``hold_id`` is released."""
+
+        def __init__(self, hold_id: int) -> None:
             super().__init__()
-            self.rows = rows
+            self.hold_id = hold_id
 
     def __init__(self, context: ConsoleContext) -> None:
         super().__init__(context)
@@ -44,57 +59,55 @@ class HoldsPane(StorePane):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="holds-status", classes="status-line")
-        table: DataTable[str] = DataTable(id="holds-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("id", "harness", "rule", "since (UTC)", "state", "released by", "reason")
-        yield table
-        yield Static("", id="holds-detail", classes="status-line")
+        yield FitTable(
+            [
+                Column("id", "id", right=True),
+                Column("harness", "harness", TEXT, least=6),
+                Column("rule", "rule", TEXT, least=10),
+                Column("since (UTC)", "since"),
+                Column("state", "state"),
+                Column("by", "by", TEXT, least=8),
+                Column("reason", "reason", TEXT, least=12),
+            ],
+            id="holds-table",
+            cursor_type="row",
+            zebra_stripes=True,
+        )
+        yield Static("", id="holds-detail")
 
-    def on_mount(self) -> None:
-        self.action_refresh()
-        if self.context.live:
-            self.poll_every(self.context.refresh_interval)
+    def read(self, conn: sqlite3.Connection) -> list[HoldRow]:
+        return list_holds(conn, now_ms=self.context.clock())
 
-    def poll(self) -> None:
-        self._load()
-
-    def action_refresh(self) -> None:
-        self._load(force=True)
-
-    @work(thread=True, exclusive=True, group="holds")
-    def _load(self, force: bool = False) -> None:
-        now = self.context.clock()
-        rows = self.with_store_if_changed(lambda conn: list_holds(conn, now_ms=now), force=force)
-        if rows is not None:
-            self.post_message(self.Updated(rows))
-
-    def on_holds_pane_updated(self, message: Updated) -> None:
-        if message.rows == self.rows:
+    def show(self, result: list[HoldRow]) -> None:
+        if result == self.rows and self.query_one(FitTable).rows_shown:
             return
-        self.rows = message.rows
-        table = self.query_one("#holds-table", DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        for h in message.rows:
-            state = "[bold yellow]active[/]" if h.active else f"released {_when(h.released_at)}"
-            table.add_row(
-                str(h.id),
-                h.harness,
-                h.rule,
-                _when(h.created_at),
-                state,
-                h.released_by or "",
-                escape(h.release_reason or h.reason),
-                key=str(h.id),
+        self.rows = result
+        cells = []
+        for h in result:
+            if h.active:
+                state = Text("active", style="bold yellow")
+            else:
+                when = short_ms(h.released_at, seconds=False) if h.released_at else ""
+                state = Text(f"released {when}")
+            cells.append(
+                (
+                    f"{h.id:,}",
+                    h.harness,
+                    h.rule,
+                    short_ms(h.created_at, seconds=False),
+                    state,
+                    h.released_by or "",
+                    h.release_reason or h.reason,
+                )
             )
-        if message.rows:
-            table.move_cursor(row=min(cursor, len(message.rows) - 1))
-        active = sum(1 for h in message.rows if h.active)
+        self.query_one(FitTable).show(cells, [str(h.id) for h in result])
+        active = sum(1 for h in result if h.active)
         self.query_one("#holds-status", Static).update(
-            f"{active} active, {len(message.rows) - active} recently released"
+            f"{active:,} active, {len(result) - active:,} recently released"
         )
 
     def selected(self) -> HoldRow | None:
-        table = self.query_one("#holds-table", DataTable)
+        table = self.query_one(FitTable)
         if not self.rows or not 0 <= table.cursor_row < len(self.rows):
             return None
         return self.rows[table.cursor_row]
@@ -102,6 +115,18 @@ class HoldsPane(StorePane):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_explain()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The selected hold's reason in full below the table (the column may be shortened)."""
+        event.stop()
+        hold = self.selected()
+        detail = self.query_one("#holds-detail", Static)
+        if hold is None:
+            detail.update("")
+            return
+        said = hold.release_reason or hold.reason
+        who = f" · released by {hold.released_by}" if hold.released_by else ""
+        detail.update(escape(f"hold {hold.id:,} on {hold.harness} ({hold.rule}){who}: {said}"))
 
     def action_explain(self) -> None:
         """Enter: the fire that created the selected hold, in Explain."""
@@ -113,7 +138,8 @@ class HoldsPane(StorePane):
             return
         self.post_message(OpenExplain(hold.fire_id))
 
-    def action_release(self) -> None:
+    async def action_release(self) -> None:
+        """``x``: ask for a reason, then release in a worker (the view's one release)."""
         hold = self.selected()
         if hold is None:
             return
@@ -125,10 +151,11 @@ class HoldsPane(StorePane):
             if reason is not None:
                 self._release(hold.id, reason)
 
-        self.app.push_screen(
+        await self.app.push_screen(
             AskText(
                 f"Release hold {hold.id} on {hold.harness}?",
-                detail=f"rule {hold.rule}: {hold.reason}",
+                detail=f"rule {hold.rule}: {hold.reason} (recorded as released by "
+                f"{operator_name()})",
                 placeholder="reason (required)",
                 ok_label="Release",
             ),
@@ -137,17 +164,10 @@ class HoldsPane(StorePane):
 
     @work(thread=True, group="holds-release")
     def _release(self, hold_id: int, reason: str) -> None:
-        from engine.rules.holds import release_by_operator
-        from engine.store.txn import immediate
-
         now = self.context.clock()
+        if self.with_store(lambda c: release_hold(c, hold_id, reason=reason, now_ms=now)):
+            self.post_message(self.Released(hold_id))
 
-        def release(conn: sqlite3.Connection) -> bool:
-            with immediate(conn):
-                release_by_operator(conn, hold_id, reason=reason, now_ms=now)
-            return True
-
-        if self.with_store(release) is None:
-            return
-        self.app.call_from_thread(self.app.notify, f"hold {hold_id} released")
-        self.app.call_from_thread(self.action_refresh)
+    def on_holds_pane_released(self, message: Released) -> None:
+        self.app.notify(f"hold {message.hold_id} released")
+        self.action_refresh()

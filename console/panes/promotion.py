@@ -22,9 +22,8 @@ from textual.widgets import ProgressBar, Static
 
 from console.context import ConsoleContext
 from engine.errors import HarnessError
-from engine.rules.backtest import Progress
-from engine.rules.model import CompiledRule
 from engine.timefmt import minute_ms
+from engine.views.backtest import CompiledRule, Progress
 from engine.views.promotion import (
     PromotionHeader,
     PromotionReport,
@@ -85,7 +84,13 @@ def report_lines(head: PromotionHeader, rep: PromotionReport) -> list[str]:
 
 
 class PromotionScreen(ModalScreen[None]):
-    """The promotion view for one rule."""
+    """The promotion view for one rule: facts, the backtest as if enforced, the line to paste.
+
+    Keys: ``c`` copies the ``enforce`` line, ``esc``/``q`` cancels the backtest and closes.
+
+    Messages: :class:`Header` (the facts), :class:`Advanced` (progress),
+    :class:`Done` (the backtest's report, or why there is none).
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "Close"),
@@ -103,16 +108,22 @@ class PromotionScreen(ModalScreen[None]):
     """
 
     class Header(Message):
+        """The quick facts and the line to paste, read before the backtest runs."""
+
         def __init__(self, header: PromotionHeader) -> None:
             super().__init__()
             self.header = header
 
     class Advanced(Message):
+        """The backtest's progress."""
+
         def __init__(self, progress: Progress) -> None:
             super().__init__()
             self.progress = progress
 
     class Done(Message):
+        """The backtest as if enforced finished: its report, or the error that stopped it."""
+
         def __init__(self, report: PromotionReport | None, error: str = "") -> None:
             super().__init__()
             self.report = report
@@ -147,10 +158,12 @@ class PromotionScreen(ModalScreen[None]):
     @work(thread=True, exclusive=True, group="promotion")
     def _run(self, cancel: threading.Event) -> None:
         config = self.context.current_config
+        granted = self.context.granted_config
         try:
             conn = self.context.connect()
             try:
-                self.post_message(self.Header(promotion_header(conn, self.rule, config)))
+                header = promotion_header(conn, self.rule, config, granted=granted)
+                self.post_message(self.Header(header))
                 report = simulate_enforced(
                     conn,
                     self.rule,

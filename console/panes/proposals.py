@@ -6,6 +6,7 @@ its branch only writes a branch in the policy checkout (never harness.toml).
 
 from __future__ import annotations
 
+import sqlite3
 from typing import ClassVar
 
 from rich.markup import escape
@@ -17,15 +18,16 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
-from console.panes.base import StorePane
+from console.panes.base import StorePane, plural
 from console.widgets.confirm import AskText
-from engine.policy.proposals import Proposal, list_proposals
+from console.widgets.table import TEXT, Column, FitTable
 from engine.timefmt import short_ms
+from engine.views.proposals import Proposal, list_proposals, prepare_branch, rebacktest
 
 
 def describe(p: Proposal) -> str:
     """The detail text for one proposal: notes, backtest table, rule text."""
-    lines = [f"[b]#{p.id} {escape(p.name)}[/b]  hash {p.hash[:12]}  level {p.level}"]
+    lines = [f"[b]#{p.id} {escape(p.name)}[/b]  hash {p.hash[:12]}…  level {p.level}"]
     if p.requested_level != p.level:
         lines.append(f"[yellow]asked for {p.requested_level}; capped at {p.level}[/]")
     lines.extend(escape(n) for n in p.notes)
@@ -50,22 +52,40 @@ def describe(p: Proposal) -> str:
     return "\n".join(lines)
 
 
-class ProposalsPane(StorePane):
+class ProposalsPane(StorePane[list[Proposal]]):
+    """Rules proposed with ``harness rules propose`` or by a miner, each with its backtest.
+
+    A proposal is stored at notify (it never holds or stops, whatever it asked
+    for); preparing its branch writes a branch in the policy checkout for
+    review and touches neither that checkout's working tree nor harness.toml.
+
+    Keys: ``b`` re-run the backtest over the last 7 days, ``p`` prepare the
+    policy-repo branch (asks which repo; says so when none is configured),
+    ``r`` refresh.
+
+    Messages: :class:`Done` (a re-run or a branch finished); reads arrive as
+    :class:`StorePane.Read`.
+    """
+
+    REFRESH_S = 5.0
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("b", "rebacktest", "Re-run backtest"),
-        Binding("p", "prepare", "Prepare branch"),
-        Binding("r", "refresh", "Refresh"),
+        Binding("b", "rebacktest", "Backtest", tooltip="again, over the last 7 days"),
+        Binding("p", "prepare", "Branch", tooltip="prepare it in a [policy_repo.*] checkout"),
+        Binding("r", "refresh", "Refresh", tooltip="read the store now"),
     ]
     DEFAULT_CSS = """
     ProposalsPane #proposals-body { height: 1fr; }
     ProposalsPane #proposals-table { width: 1fr; }
-    ProposalsPane #proposals-detail { width: 60; border: round $primary; padding: 0 1; }
+    ProposalsPane #proposals-detail { width: 45%; min-width: 30; border: round $primary;
+        padding: 0 1; }
     """
 
-    class Updated(Message):
-        def __init__(self, rows: list[Proposal]) -> None:
+    class Done(Message):
+        """A worker finished an operator's action on a proposal: what to say."""
+
+        def __init__(self, note: str) -> None:
             super().__init__()
-            self.rows = rows
+            self.note = note
 
     def __init__(self, context: ConsoleContext) -> None:
         super().__init__(context)
@@ -75,62 +95,56 @@ class ProposalsPane(StorePane):
     def compose(self) -> ComposeResult:
         yield Static("", id="proposals-status", classes="status-line")
         with Horizontal(id="proposals-body"):
-            table: DataTable[str] = DataTable(
-                id="proposals-table", cursor_type="row", zebra_stripes=True
+            yield FitTable(
+                [
+                    Column("id", "id", right=True),
+                    Column("rule", "rule", TEXT, least=10),
+                    Column("level", "level"),
+                    Column("asked", "asked"),
+                    Column("who", "who", TEXT, least=5),
+                    Column("created", "created"),
+                    Column("fires", "fires", right=True),
+                    Column("branch", "branch", TEXT, least=6),
+                ],
+                id="proposals-table",
+                cursor_type="row",
+                zebra_stripes=True,
             )
-            table.add_columns("id", "rule", "level", "asked", "who", "created", "fires", "branch")
-            yield table
             with VerticalScroll(id="proposals-detail"):
                 yield Static("select a proposal to see its rule and backtest", id="proposal-text")
 
-    def on_mount(self) -> None:
-        self.action_refresh()
-        if self.context.live:
-            self.poll_every(max(self.context.refresh_interval, 5.0))
+    def read(self, conn: sqlite3.Connection) -> list[Proposal]:
+        return list_proposals(conn)
 
-    def poll(self) -> None:
-        self._load()
-
-    def action_refresh(self) -> None:
-        self._load(force=True)
-
-    @work(thread=True, exclusive=True, group="proposals")
-    def _load(self, force: bool = False) -> None:
-        rows = self.with_store_if_changed(list_proposals, force=force)
-        if rows is not None:
-            self.post_message(self.Updated(rows))
-
-    def on_proposals_pane_updated(self, message: Updated) -> None:
-        if self._loaded and message.rows == self.rows:
+    def show(self, result: list[Proposal]) -> None:
+        if self._loaded and result == self.rows:
             return
         self._loaded = True
-        self.rows = message.rows
-        table = self.query_one("#proposals-table", DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        for p in message.rows:
-            fires = "" if p.backtest is None else str(p.backtest.get("fires", 0))
-            table.add_row(
-                str(p.id),
-                p.name,
-                p.level,
-                p.requested_level,
-                p.who,
-                short_ms(p.created_at, seconds=False),
-                fires,
-                p.branch or "",
-                key=str(p.id),
+        self.rows = result
+        cells = []
+        for p in result:
+            fires = "" if p.backtest is None else f"{int(p.backtest.get('fires', 0)):,}"
+            cells.append(
+                (
+                    f"{p.id:,}",
+                    p.name,
+                    p.level,
+                    p.requested_level,
+                    p.who,
+                    short_ms(p.created_at, seconds=False),
+                    fires,
+                    p.branch or "",
+                )
             )
-        if message.rows:
-            table.move_cursor(row=min(max(cursor, 0), len(message.rows) - 1))
+        self.query_one(FitTable).show(cells, [str(p.id) for p in result])
         self._show(self.selected())
         self.query_one("#proposals-status", Static).update(
-            f"{len(message.rows)} proposal(s); all at notify or below: enforcing needs the "
-            "operator's harness.toml"
+            f"{plural(len(result), 'proposal')} · all at notify or below: only your harness.toml"
+            " enforces"
         )
 
     def selected(self) -> Proposal | None:
-        table = self.query_one("#proposals-table", DataTable)
+        table = self.query_one(FitTable)
         if not self.rows or not 0 <= table.cursor_row < len(self.rows):
             return None
         return self.rows[table.cursor_row]
@@ -144,27 +158,28 @@ class ProposalsPane(StorePane):
 
     def action_rebacktest(self) -> None:
         proposal = self.selected()
-        if proposal is not None:
-            self.query_one("#proposals-status", Static).update(
-                f"backtesting #{proposal.id} {proposal.name} …"
-            )
-            self._rebacktest(proposal.id)
+        if proposal is None:
+            self.app.notify("no proposal selected: `harness rules propose FILE` makes one")
+            return
+        self.app.notify(f"backtesting #{proposal.id} {proposal.name} over the last 7 days …")
+        self._rebacktest(proposal.id)
 
     @work(thread=True, exclusive=True, group="proposal-backtest")
     def _rebacktest(self, proposal_id: int) -> None:
-        from engine.policy.workflow import rerun_backtest
-
         config = self.context.current_config
-        fresh = self.with_store(lambda conn: rerun_backtest(conn, proposal_id, config))
-        if fresh is None:
-            return
-        fires = fresh.backtest.get("fires", 0) if fresh.backtest else 0
-        self.app.call_from_thread(self.app.notify, f"#{proposal_id}: {fires} fire(s) in backtest")
-        self.app.call_from_thread(self.action_refresh)
+        fresh = self.with_store(lambda conn: rebacktest(conn, proposal_id, config))
+        if fresh is not None:
+            fires = int(fresh.backtest.get("fires", 0)) if fresh.backtest else 0
+            self.post_message(self.Done(f"#{proposal_id}: {plural(fires, 'fire')} in backtest"))
 
-    def action_prepare(self) -> None:
+    def on_proposals_pane_done(self, message: Done) -> None:
+        self.app.notify(message.note)
+        self.action_refresh()
+
+    async def action_prepare(self) -> None:
         proposal = self.selected()
         if proposal is None:
+            self.app.notify("no proposal selected: `harness rules propose FILE` makes one")
             return
         if proposal.branch:
             self.app.notify(f"#{proposal.id} already has branch {proposal.branch}")
@@ -189,7 +204,7 @@ class ProposalsPane(StorePane):
                 self._prepare(proposal.id, answer.strip() or None)
 
         repos = ", ".join(r.name for r in self.context.current_config.policy_repos) or "none"
-        self.app.push_screen(
+        await self.app.push_screen(
             AskText(
                 f"Prepare a policy-repo branch for #{proposal.id} {proposal.name}?",
                 detail=f"configured policy repos: {repos}; the checkout and harness.toml "
@@ -203,15 +218,7 @@ class ProposalsPane(StorePane):
 
     @work(thread=True, group="proposal-branch")
     def _prepare(self, proposal_id: int, repo: str | None) -> None:
-        from engine.policy.workflow import prepare_proposal_branch
-
         config = self.context.current_config
-        branch = self.with_store(
-            lambda conn: prepare_proposal_branch(conn, proposal_id, config, repo_name=repo)
-        )
-        if branch is None:
-            return
-        self.app.call_from_thread(
-            self.app.notify, f"branch {branch.branch} prepared in {branch.path}"
-        )
-        self.app.call_from_thread(self.action_refresh)
+        branch = self.with_store(lambda conn: prepare_branch(conn, proposal_id, config, repo))
+        if branch is not None:
+            self.post_message(self.Done(f"branch {branch.branch} prepared in {branch.path}"))

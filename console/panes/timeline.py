@@ -11,7 +11,6 @@ every few seconds decides whether anything changed before repainting.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -21,19 +20,19 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.events import Resize
 from textual.message import Message
-from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widget import Widget
 from textual.widgets import Static
 
 from console.context import ConsoleContext
-from console.messages import ShowPane
+from console.messages import ShowError, ShowPane
+from console.panes.base import plural
 from console.panes.fires import FiresPane
+from console.widgets.timeline_grid import GLYPHS as GLYPHS
+from console.widgets.timeline_grid import LEGEND, NAME_W, TimelineGrid, grid_lines, ruler
 from engine.errors import HarnessError
 from engine.views.changes import file_stamp
 from engine.views.timeline import (
     ZOOMS,
-    Cell,
     Timeline,
     build_timeline,
     format_bucket,
@@ -41,156 +40,34 @@ from engine.views.timeline import (
     zoom_span,
 )
 
-NAME_W = 10
-GLYPHS = {
-    "annotate": ("▫", "dim"),
-    "notify": ("▪", "cyan"),
-    "hold": ("■", "bold yellow"),
-    "stop": ("█", "bold red"),
-}
-QUIET = ("∙", "dim")  # fired only in shadow or suppressed: nothing acted
-HELD = ("━", "yellow")
-LEGEND = (
-    "▫ annotate  [cyan]▪ notify[/]  [b yellow]■ hold[/]  [b red]█ stop[/]  "
-    "[dim]∙ shadow/suppressed only[/]  [yellow]━ held[/]"
-)
-
-
-def cell_glyph(cell: Cell | None, held: bool) -> tuple[str, str]:
-    """One grid cell as (glyph, style): the worst level, else a hold span, else blank."""
-    if cell is not None:
-        return GLYPHS[cell.level] if cell.level else QUIET
-    if held:
-        return HELD
-    return (" ", "")
-
-
-def grid_lines(tl: Timeline) -> list[Text]:
-    """One Rich line per harness (built in the worker thread, not on the UI thread)."""
-    lines = []
-    for h in tl.harnesses:
-        line = Text((h or "(none)")[:NAME_W].ljust(NAME_W) + " │", no_wrap=True)
-        for i in range(tl.buckets):
-            glyph, style = cell_glyph(tl.cell(h, i), tl.held(h, i) is not None)
-            line.append(glyph, style or None)
-        lines.append(line)
-    return lines
-
-
-def ruler(tl: Timeline, width: int) -> str:
-    """Tick labels above the grid, one every ``width`` columns from the left edge."""
-    out = [" "] * (NAME_W + 2 + tl.buckets)
-    for col in range(0, tl.buckets, width):
-        label = "┆" + format_tick(tl.bucket_range(col)[0], tl.bucket_ms)
-        at = NAME_W + 2 + col
-        if at + len(label) <= len(out):
-            out[at : at + len(label)] = list(label)
-    return "".join(out).rstrip()
-
-
-class TimelineGrid(Widget, can_focus=True):
-    """The grid: one line per harness, a cell cursor, Enter selects.
-
-    A plain widget rendering one Rich Text, not a DataTable: a DataTable with a
-    column per bucket (up to ~150) took over a second to lay out on each paint.
-    """
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left", "move(0, -1)", "Left", show=False),
-        Binding("right", "move(0, 1)", "Right", show=False),
-        Binding("up", "move(-1, 0)", "Up", show=False),
-        Binding("down", "move(1, 0)", "Down", show=False),
-        Binding("home", "edge(0)", "First column", show=False),
-        Binding("end", "edge(1)", "Last column", show=False),
-        Binding("enter", "select", "Fires here"),
-    ]
-    DEFAULT_CSS = "TimelineGrid { height: 1fr; padding: 0 1; }"
-
-    #: (row, column); column 0 is the harness name, 1.. the buckets.
-    cursor: reactive[tuple[int, int]] = reactive((0, 0))
-
-    class Moved(Message):
-        """The cursor moved (the pane updates its status line)."""
-
-    class Selected(Message):
-        """Enter on the cursor's cell."""
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.timeline: Timeline | None = None
-        self._lines: list[Text] = []
-        #: Called with perf_counter() when a newly shown grid is rendered for a frame.
-        self.on_paint: Callable[[float], None] | None = None
-        self._fresh = False
-
-    def show(self, tl: Timeline, lines: list[Text], keep_cursor: bool) -> None:
-        self.timeline = tl
-        self._lines = lines
-        self._fresh = True
-        row, col = self.cursor if keep_cursor else (0, tl.buckets)
-        self.cursor = (min(row, max(0, len(tl.harnesses) - 1)), min(col, tl.buckets))
-        self.refresh()
-
-    def render(self) -> Text:
-        out = Text(no_wrap=True, overflow="crop")
-        if self._fresh and self.on_paint is not None:
-            # the compositor writes the frame as soon as the visible widgets are
-            # rendered: the moment the operator sees the new grid (or that it is empty)
-            self._fresh = False
-            self.on_paint(time.perf_counter())
-        if self.timeline is None or not self._lines:
-            return out
-        crow, ccol = self.cursor
-        style = "reverse" if self.has_focus else "underline"
-        for r, line in enumerate(self._lines):
-            if r == crow:
-                line = line.copy()
-                if ccol == 0:
-                    line.stylize(style, 0, NAME_W)
-                else:
-                    at = NAME_W + 2 + ccol - 1
-                    if not line.plain[at : at + 1].strip():
-                        line = line[:at] + Text("▁" if not self.has_focus else " ") + line[at + 1 :]
-                    line.stylize(style, at, at + 1)
-            out.append_text(line)
-            if r < len(self._lines) - 1:
-                out.append("\n")
-        return out
-
-    def watch_cursor(self) -> None:
-        self.refresh()
-        self.post_message(self.Moved())
-
-    def action_move(self, drow: int, dcol: int) -> None:
-        tl = self.timeline
-        if tl is None or not tl.harnesses:
-            return
-        row, col = self.cursor
-        row = max(0, min(len(tl.harnesses) - 1, row + drow))
-        col = max(0, min(tl.buckets, col + dcol))
-        self.cursor = (row, col)
-
-    def action_edge(self, end: int) -> None:
-        if self.timeline is not None:
-            self.cursor = (self.cursor[0], self.timeline.buckets if end else 0)
-
-    def action_select(self) -> None:
-        self.post_message(self.Selected())
-
-    def on_focus(self) -> None:
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self.refresh()
+#: The footer shows zoom and pan keys as two groups.
+ZOOM = Binding.Group("Zoom", compact=True)
+PAN = Binding.Group("Pan", compact=True)
 
 
 class TimelinePane(Vertical):
+    """Harnesses down, time across: each cell the worst level that fired there, holds as spans.
+
+    A dot marks a cell whose fires were only shadow or suppressed (nothing
+    acted). Time is journal time: the right edge is the newest row. While
+    live, a cheap signature query decides whether anything changed before a
+    repaint.
+
+    Keys: ``+`` (or ``=``)/``-`` zoom in/out (1h, 6h, 24h, 7d), ``[``/``]`` pan earlier
+    and later, ``n`` now, ``enter`` on a cell the Fires of that harness and
+    time (on the name column: the whole span), ``r`` refresh.
+
+    Messages: :class:`Loaded` (a grid was read); posts
+    :class:`~console.messages.ShowPane`; listens to :class:`TimelineGrid.Moved`
+    and :class:`TimelineGrid.Selected`.
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("plus,equals_sign", "zoom(-1)", "Zoom in"),
-        Binding("minus", "zoom(1)", "Zoom out"),
-        Binding("left_square_bracket", "pan(-1)", "Earlier"),
-        Binding("right_square_bracket", "pan(1)", "Later"),
-        Binding("n", "now", "Now", show=False),
+        Binding("plus,equals_sign", "zoom(-1)", "Zoom in", group=ZOOM),
+        Binding("minus", "zoom(1)", "Zoom out", group=ZOOM),
+        Binding("left_square_bracket", "pan(-1)", "Earlier", group=PAN),
+        Binding("right_square_bracket", "pan(1)", "Later", group=PAN),
+        Binding("n", "now", "Now", show=False, tooltip="back to the newest row"),
         Binding("r", "refresh", "Refresh", show=False),
     ]
     DEFAULT_CSS = """
@@ -199,6 +76,8 @@ class TimelinePane(Vertical):
     """
 
     class Loaded(Message):
+        """A grid was read (with its lines drawn in the worker) and its change signature."""
+
         def __init__(
             self, timeline: Timeline, lines: list[Text], signature: tuple[int, ...]
         ) -> None:
@@ -299,7 +178,7 @@ class TimelinePane(Vertical):
             finally:
                 conn.close()
         except HarnessError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), title=exc.title, severity="error")
+            self.post_message(ShowError(exc.title, str(exc)))
             return
         self.post_message(self.Loaded(timeline, grid_lines(timeline), signature))
 
@@ -338,7 +217,7 @@ class TimelinePane(Vertical):
         )
         text = (
             f"zoom {tl.zoom} · {format_bucket(tl.bucket_ms)}/col · {span} UTC · {where}"
-            f" · {tl.fires} fires · {len(tl.holds)} holds"
+            f" · {plural(tl.fires, 'fire')} · {plural(len(tl.holds), 'hold')}"
         )
         cell = self.selected()
         if cell is not None:

@@ -6,17 +6,24 @@ from typing import ClassVar
 
 from rich.markup import escape
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Static
+
+from console.keys import Field
 
 
 class AskText(ModalScreen[str | None]):
     """Ask a question with a text answer; dismisses with the text, or None on cancel.
 
     ``required`` keeps the OK button from accepting an empty answer, which is
-    how a hold release insists on a reason.
+    how a hold release insists on a reason. Focus is in the answer as soon as
+    the question is mounted and Enter answers at once, so a reason typed in
+    one burst after the key that asked lands whole (issue 19 P1.3).
+
+    Keys: ``enter`` answers, ``esc`` cancels.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
@@ -54,25 +61,26 @@ class AskText(ModalScreen[str | None]):
             yield Static(f"[b]{self.question}[/b]")
             if self.detail:
                 yield Static(self.detail, classes="ask-detail", markup=False)
-            yield Input(value=self.value, placeholder=self.placeholder, id="ask-input")
+            yield Field(
+                value=self.value,
+                placeholder=self.placeholder,
+                id="ask-input",
+                on_enter=self._accept,
+            )
             yield Static("", classes="ask-error", id="ask-error")
             with Horizontal():
                 yield Button("Cancel", id="ask-cancel")
                 yield Button(self.ok_label, variant="warning", id="ask-ok")
 
     def on_mount(self) -> None:
-        self.query_one("#ask-input", Input).focus()
+        self.set_focus(self.query_one("#ask-input", Field))
 
-    def _accept(self) -> None:
-        text = self.query_one("#ask-input", Input).value.strip()
+    def _accept(self, _value: str = "") -> AwaitComplete | None:
+        text = self.query_one("#ask-input", Field).value.strip()
         if self.required and not text:
             self.query_one("#ask-error", Static).update("an answer is required")
-            return
-        self.dismiss(text)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._accept()
+            return None
+        return self.dismiss(text)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
@@ -86,7 +94,10 @@ class AskText(ModalScreen[str | None]):
 
 
 class ConfirmDiff(ModalScreen[bool]):
-    """Show the full path and a diff of what will be written; dismisses True to write."""
+    """Show the full path and a diff of what will be written; dismisses True to write.
+
+    Keys: ``y`` writes, ``n`` or ``esc`` cancels.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,n", "cancel", "Cancel"),
@@ -127,7 +138,7 @@ class ConfirmDiff(ModalScreen[bool]):
                 yield Button(f"{self.ok_label} (y)", variant="warning", id="diff-ok")
 
     def on_mount(self) -> None:
-        self.query_one("#diff-ok", Button).focus()
+        self.set_focus(self.query_one("#diff-ok", Button))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

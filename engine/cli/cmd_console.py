@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from importlib import metadata
 
+    from engine.views.session import ConsoleOptions
+
 #: Where the console registers its entry function (see ``pyproject.toml``).
 PLUGIN_GROUP = "harness_console.plugins"
 CONSOLE_ENTRY = "console"
@@ -39,7 +41,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--demo",
         action="store_true",
-        help="run a simulated fleet into a temporary store with the starter pack",
+        help="run a simulated fleet into a temporary store with the starter pack (implies --act)",
+    )
+    p.add_argument(
+        "--act",
+        action="store_true",
+        help="act on the store when nobody else does: take the evaluator lease, store fires, "
+        "create holds and stops, run actions (without it the console only watches; "
+        "harness serve or harness evaluate --follow acts)",
     )
     p.add_argument(
         "--spec",
@@ -67,9 +76,24 @@ def cmd_console(args: argparse.Namespace) -> int:
     from engine.views.session import ConsoleOptions
 
     options = ConsoleOptions.from_args(
-        store=args.store, demo=args.demo, specs=tuple(args.spec), policy=args.policy
+        store=args.store, demo=args.demo, specs=tuple(args.spec), policy=args.policy, act=args.act
     )
-    if not options.demo and not options.store_path.exists():
+    if not options.demo:
+        _check_store(options)
+    run = cast(Callable[[ConsoleOptions], int], console_entry().load())
+    return int(run(options))
+
+
+def _check_store(options: ConsoleOptions) -> None:
+    """Refuse a store the console could not open, before the screen opens (exit 2).
+
+    A missing path, a directory or a file that is not a store is said once,
+    as for every other command, instead of a screen that stacks an error
+    notification every refresh.
+    """
+    from engine.store.db import connect
+
+    if not options.store_path.exists():
         # a typo must not quietly become a new, empty store the operator then stares at
         from engine.errors import Diagnostic, InputError, Location
 
@@ -82,5 +106,4 @@ def cmd_console(args: argparse.Namespace) -> int:
             title="Store not found",
             diagnostics=[Diagnostic(msg, Location(str(options.store_path)), path="--store")],
         )
-    run = cast(Callable[[ConsoleOptions], int], console_entry().load())
-    return int(run(options))
+    connect(options.store_path, create=False).close()

@@ -4,10 +4,13 @@ Usage: ``harness evaluate [--follow] [--store PATH] [--json]``.
 
 Without ``--follow`` it evaluates every committed row after the cursor and
 exits (what a cron job or a test wants); with ``--follow`` it keeps going as
-rows commit until interrupted. Either way it goes through the lifecycle
-(``engine.rules.lifecycle.open_live``) and the store lease, so running it
-beside the console never acts twice: the one holding the lease acts, the
-other follows.
+rows commit until interrupted, and reloads the rule files and harness.toml
+when they change (watchfiles), keeping the last good version of a broken file
+and recording the new rule-set digest in the lease. Either way it goes through the lifecycle
+(``engine.rules.lifecycle.open_live``) and the store lease (role
+``evaluate``, with the digest of its rule set), so running it beside serve or
+a console started with ``--act`` never acts twice: the one holding the lease
+acts, the others follow (a console hands the lease over to it).
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ def _fire_line(fire: Any, as_json: bool) -> str:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from engine.config import resolve_store
-    from engine.rules.lease import Lease, current_lease, serve
+    from engine.rules.lease import EVALUATE, Lease, current_lease, ruleset_digest, serve
+    from engine.rules.model import LoadResult
+    from engine.rules.sources import FollowedRules
     from engine.store.db import connect
 
     open_live = _open_live()
@@ -53,14 +58,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
 
     config, rules = _load(args)
+    followed = FollowedRules(config, LoadResult(tuple(rules), (), ()), args.policy, say=_say)
     miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
     conn = connect(resolve_store(args.store, config), create=False)
-    lease = Lease(conn)
+    lease = Lease(conn, role=EVALUATE, ruleset=ruleset_digest(rules, config.rules))
     totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0, "proposals": 0}
 
     def maybe_mine() -> None:
         """Configured miners run in the acting evaluator, hourly in journal time."""
-        found = mine_if_due(miners, conn, rules, config.rules)
+        found = mine_if_due(miners, conn, followed.rules, followed.config.rules)
         if found:
             stored = [p for p in found if p.proposal is not None]
             totals["proposals"] += len(stored)
@@ -71,7 +77,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 )
 
     def build() -> Any:
-        evaluator, _hooks = open_live(conn, rules, config, lease=lease)
+        if followed.changed.is_set() and followed.reload():
+            lease.set_ruleset(ruleset_digest(followed.rules, followed.config.rules))
+        evaluator, _hooks = open_live(conn, followed.rules, followed.config, lease=lease)
         return evaluator
 
     def on_step(result: Any) -> None:
@@ -92,8 +100,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.follow:
             stop = threading.Event()
             previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            followed.watch(stop)
             try:
-                serve(lease, build, stop, on_step=on_step)
+                serve(lease, build, stop, on_step=on_step, rebuild=followed.changed.is_set)
             except KeyboardInterrupt:
                 stop.set()
             finally:
@@ -113,7 +122,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     lease.release()
             else:
                 holder = current_lease(conn)
-                who = holder.holder if holder is not None else "another evaluator"
+                who = holder.who if holder is not None else "another evaluator"
                 sys.stderr.write(f"{who} holds the evaluator lease; nothing evaluated here\n")
         cursor = conn.execute("SELECT seq FROM rule_cursor WHERE name = 'live'").fetchone()
         disabled: list[tuple[str, str, int]] = conn.execute(
@@ -123,23 +132,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         conn.close()
     summary: dict[str, Any] = {
         "acting": acting,
-        "rules": len(rules),
+        "rules": len(followed.rules),
         **totals,
         "cursor": int(cursor[0]) if cursor else 0,
         "disabled": [{"rule": n, "error": e, "seq": s} for n, e, s in disabled],
     }
-    if args.json and not args.follow:
-        print_json(summary)
-    elif not args.follow:
-        sys.stdout.write(
-            f"evaluated {totals['rows']} row(s) with {len(rules)} rule(s): "
-            f"{totals['fires']} fire(s); cursor at seq {summary['cursor']}\n"
-        )
-        for d in summary["disabled"]:
-            sys.stdout.write(f"  disabled {d['rule']} (seq {d['seq']}): {d['error']}\n")
-        if totals["store_errors"]:
-            sys.stdout.write(f"  store errors: {totals['store_errors']}\n")
+    if not args.follow:
+        _report(summary, as_json=args.json)
     return EXIT_OK
+
+
+def _report(summary: dict[str, Any], *, as_json: bool) -> None:
+    """What a one-shot ``harness evaluate`` says when it is done."""
+    if as_json:
+        print_json(summary)
+        return
+    sys.stdout.write(
+        f"evaluated {summary['rows']} row(s) with {summary['rules']} rule(s): "
+        f"{summary['fires']} fire(s); cursor at seq {summary['cursor']}\n"
+    )
+    for d in summary["disabled"]:
+        sys.stdout.write(f"  disabled {d['rule']} (seq {d['seq']}): {d['error']}\n")
+    if summary["store_errors"]:
+        sys.stdout.write(f"  store errors: {summary['store_errors']}\n")
 
 
 def _open_live() -> Any:
@@ -158,3 +173,8 @@ def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     for diag in loaded.errors:
         sys.stderr.write(f"rule not loaded: {diag}\n")
     return config, list(loaded.rules)
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

@@ -119,16 +119,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.rules.holds import release_by_operator
-    from engine.rules.lease import wall_ms
     from engine.store.db import connect
-    from engine.store.txn import immediate
+    from engine.views.holds import release_hold
 
-    conn = connect(_existing_store(args))
-    with immediate(conn):
-        hold = release_by_operator(
-            conn, args.hold_id, reason=args.reason or "released by operator", now_ms=wall_ms()
-        )
+    hold = release_hold(connect(_existing_store(args)), args.hold_id, reason=args.reason)
     if args.json:
         print_json({"ok": True, "hold": hold.to_json()})
     else:

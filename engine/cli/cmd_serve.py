@@ -24,11 +24,18 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_serve)
 
 
+def _say(line: str) -> None:
+    import sys
+
+    sys.stderr.write(f"harness serve: {line}\n")
+    sys.stderr.flush()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import sys
 
     from engine.config import load_config, resolve_store
-    from engine.rules.sources import load_rule_set, rule_sources
+    from engine.rules.sources import FollowedRules, load_rule_set, rule_sources
     from engine.serve.server import parse_listen, run
     from engine.store.db import connect
 
@@ -44,4 +51,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     store = resolve_store(args.store, config)
     connect(store).close()  # create and migrate here, so a bad path fails before listening
-    return run(store, config, sources, list(loaded.rules), listen)
+    followed = FollowedRules(config, loaded, args.policy, say=_say)
+    return run(store, config, followed, listen)

@@ -277,6 +277,10 @@ def run_doctor(
     except sqlite3.DatabaseError as exc:
         text = str(exc) if verbose else str(exc).splitlines()[0][:200]
         checks.append(Check("store", ERROR, f"{store}: not a usable store: {text}"))
+    except UnicodeDecodeError:
+        # a damaged schema page puts bytes that are not text into SQLite's own error message
+        text = "SQLite's error message is not text (a damaged page)"
+        checks.append(Check("store", ERROR, f"{store}: not a usable store: {text}"))
     return DoctorReport(tuple(checks))
 
 

@@ -18,7 +18,7 @@ Why each table exists:
 - ``evaluator_lease`` names the one evaluator allowed to act on a store.
 """
 
-from engine.store.migrations import register_migration
+from engine.store.migrations import Migration, register_migration
 
 SCHEMA_V1 = """
 CREATE TABLE rule_shadow (
@@ -79,3 +79,13 @@ CREATE TABLE evaluator_lease (
 
 #: Handed to the store on import (the store never imports this package).
 MIGRATION = register_migration(3, "lifecycle", SCHEMA_V1)
+
+#: Migration 8: the lease row says who acts (``role``: serve, evaluate or console) and
+#: with which rules (``ruleset``: ``engine.rules.lease.ruleset_digest``), so a console can
+#: say who acts on a store. Registered by ``engine.views.store_schema`` with the full
+#: schema (as 6 and 7 are), not on import.
+SCHEMA_LEASE_ROLE = """
+ALTER TABLE evaluator_lease ADD COLUMN role TEXT NOT NULL DEFAULT '';
+ALTER TABLE evaluator_lease ADD COLUMN ruleset TEXT
+"""
+MIGRATION_LEASE_ROLE = Migration(8, "lease_role", SCHEMA_LEASE_ROLE)

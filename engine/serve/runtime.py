@@ -55,7 +55,7 @@ from engine.store.db import connect
 from engine.store.txn import immediate
 
 if TYPE_CHECKING:
-    from engine.rules.sources import RuleSources
+    from engine.rules.sources import FollowedRules
 
 READ_BUSY_MS = 2_000
 HOLDER_PREFIX = "serve@"
@@ -86,15 +86,14 @@ class ServeRuntime:
         *,
         queue_capacity: int = 100_000,
         evaluate: bool = True,
-        sources: RuleSources | None = None,
+        followed: FollowedRules | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.rules = list(rules)
         #: Where the rules came from; watched when given (an edit reloads them).
-        self.sources = sources
-        self._evaluator: Any = None
-        self._reload = False
+        #: The rule files and harness.toml, followed: an edit reloads them (when given).
+        self.followed = followed
         self._steps = 0  # evaluator steps taken (a step means the store reads)
         self.metrics = metrics
         self.writer = JournalWriter(store, capacity=queue_capacity)
@@ -144,8 +143,8 @@ class ServeRuntime:
         self.writer.start()
         if self.evaluate:
             self._spawn("serve-evaluator", self._evaluate)
-            if self.sources is not None:
-                self._spawn("serve-rules", self._watch_rules)
+            if self.followed is not None:
+                self.followed.watch(self._stop)
         self._spawn("serve-flush", self._flush_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
@@ -293,20 +292,36 @@ class ServeRuntime:
                 return
 
     def _evaluate_once(self) -> None:
+        from engine.rules.lease import SERVE, ruleset_digest
         from engine.rules.lifecycle_run import open_live
 
         conn = connect(self.store, check_same_thread=True)
         try:
-            lease = Lease(conn, holder=self.holder)
+            lease = Lease(
+                conn,
+                holder=self.holder,
+                role=SERVE,
+                ruleset=ruleset_digest(self.rules, self.config.rules),
+            )
             self.lease = lease
+            followed = self.followed
 
             def build() -> Any:
+                if followed is not None and followed.changed.is_set() and followed.reload():
+                    self.rules, self.config = followed.rules, followed.config
+                    lease.set_ruleset(ruleset_digest(self.rules, self.config.rules))
                 evaluator, _policy = open_live(conn, self.rules, self.config, lease=lease)
                 self.evaluator_failure = None
-                self._evaluator = evaluator
                 return evaluator
 
-            serve(lease, build, self._stop, on_step=self._stepped, idle_wait=self._idle)
+            serve(
+                lease,
+                build,
+                self._stop,
+                on_step=self._stepped,
+                idle_wait=self._idle,
+                rebuild=followed.changed.is_set if followed is not None else None,
+            )
         finally:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
@@ -316,36 +331,6 @@ class ServeRuntime:
         cursor = getattr(result, "cursor", None)
         if isinstance(cursor, int):
             self.watermark.advance(cursor)
-        if self._reload and self._evaluator is not None:
-            self._reload = False
-            self._evaluator.hooks.needs_rebuild = True  # serve() rebuilds with self.rules
-
-    def _watch_rules(self) -> None:
-        """Reload the rule files on change; a broken edit keeps the last good set."""
-        from watchfiles import watch
-
-        assert self.sources is not None
-        paths = [p for p in self.sources.watch if p.is_dir()]
-        if not paths:
-            return
-        for _changes in watch(*paths, stop_event=self._stop, debounce=200, step=100):
-            self.reload_rules()
-
-    def reload_rules(self) -> bool:
-        """Load the rule sources again; adopt them only when every file loaded. Say which."""
-        from engine.rules.sources import load_rule_set
-
-        assert self.sources is not None
-        loaded = load_rule_set(self.sources, self.config)
-        if loaded.errors:
-            for diag in loaded.errors:
-                _say(f"rule edit not applied, keeping the last good rules: {diag}")
-            return False
-        self.rules = list(loaded.rules)
-        self._reload = True
-        self._wake.set()
-        _say(f"rules reloaded: {len(self.rules)} rule(s)")
-        return True
 
     def _idle(self) -> float:
         """Wait for the next commit (or the poll interval) here; ``serve`` then waits 0 s."""

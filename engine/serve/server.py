@@ -19,14 +19,13 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.rules.sources import RuleSources
+    from engine.rules.sources import FollowedRules
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, InputError, Location
@@ -110,12 +109,7 @@ def check_listener(listen: Listen, config: HarnessConfig) -> str | None:
 
 
 async def _serve(
-    store: Path,
-    config: HarnessConfig,
-    sources: RuleSources,
-    rules: Sequence[Any],
-    listen: Listen,
-    token: str | None,
+    store: Path, config: HarnessConfig, followed: FollowedRules, listen: Listen, token: str | None
 ) -> int:
     from aiohttp import web
 
@@ -128,7 +122,7 @@ async def _serve(
     # The event loop shares the GIL with the committer and evaluator threads; a
     # shorter switch interval bounds how long a request waits for it.
     sys.setswitchinterval(0.0005)
-    runtime = ServeRuntime(store, config, rules, ServeMetrics(), sources=sources)
+    runtime = ServeRuntime(store, config, followed.rules, ServeMetrics(), followed=followed)
     runtime.start()
     app = build_app(
         runtime, token=token, max_body=config.serve.max_body, allowed_hosts=_hosts(listen)
@@ -199,9 +193,7 @@ async def _until_stopped(stop: asyncio.Event, runtime: Any) -> str | None:
     return None
 
 
-def run(
-    store: Path, config: HarnessConfig, sources: RuleSources, rules: Sequence[Any], listen: Listen
-) -> int:
+def run(store: Path, config: HarnessConfig, followed: FollowedRules, listen: Listen) -> int:
     """Run serve until SIGTERM/SIGINT; InputError for a refused listener or token."""
     token = check_listener(listen, config)
-    return asyncio.run(_serve(store, config, sources, rules, listen, token))
+    return asyncio.run(_serve(store, config, followed, listen, token))

@@ -17,12 +17,13 @@ from typing import Any
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic
-from engine.rules.backtest import BacktestResult, Progress, resolve_range
-from engine.rules.fires import Fire
+from engine.rules.backtest import BacktestResult, resolve_range
+from engine.rules.backtest import Progress as Progress  # what a run reports, for the console
+from engine.rules.fires import Fire as Fire
 from engine.rules.lifecycle import Authority
 from engine.rules.lifecycle_run import backtest_with_lifecycle
 from engine.rules.loader import compile_rule_text
-from engine.rules.model import CompiledRule
+from engine.rules.model import CompiledRule as CompiledRule
 from engine.rules.parity import Parity, compare_live
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import Diagnostic, InputError
+from engine.errors import Diagnostic, InputError, Location
 from engine.skillspec.decide import CompiledSpec, Decision, compile_spec
 from engine.skillspec.load import load_decidable
 from engine.skillspec.scenarios import TestRun, run_tests
@@ -35,6 +35,13 @@ class LoadedSpec:
     text: str
     compiled: CompiledSpec
 
+    @property
+    def version(self) -> str:
+        """A short digest of the text decided with, shown beside every result (``…``: cut)."""
+        import hashlib
+
+        return "sha256:" + hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:12] + "…"
+
 
 @dataclass(frozen=True)
 class DecideResult:
@@ -49,8 +56,17 @@ def load_spec(path: str | Path) -> LoadedSpec:
     """Load ``path`` as the CLI does; a spec that does not validate is refused, not decided.
 
     The refusal is an InputError whose diagnostics are the located errors
-    (file:line:col), the same ones ``skillspec check`` prints.
+    (file:line:col), the same ones ``skillspec check`` prints. A path that
+    is not a readable file is refused as "not found", not as an invalid spec.
     """
+    target = Path(path)
+    if not target.is_file():
+        what = "a directory, not a spec file" if target.is_dir() else "no such file"
+        raise InputError(
+            f"{path}: {what}",
+            title="Spec not found",
+            diagnostics=[Diagnostic(what, Location(str(path)))],
+        )
     loaded = load_decidable(path)
     if loaded.compiled is None:
         errors = loaded.report.errors or loaded.report.diagnostics

@@ -1,10 +1,19 @@
-"""Hold listings for the Holds pane: active holds and recently released ones."""
+"""Holds for the Holds pane and ``harness holds``: the listing, and the one way to release one.
+
+The release is a view operation because two front ends do it (the console's
+``x`` and ``harness holds release``): one write transaction, one record of
+who released it (the login name) and why.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.rules.holds import Hold
 
 DEFAULT_RECENT_MS = 7 * 86_400_000
 
@@ -66,3 +75,45 @@ def list_holds(
         )
         for r in rows
     ]
+
+
+def operator_name() -> str:
+    """Who releases a hold by hand: the login name (``$USER``), else ``operator``.
+
+    An identifier, as everything in the store is: the release records who
+    released, so a fleet with several operators can tell.
+    """
+    import getpass
+
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        return "operator"
+    return name or "operator"
+
+
+def release_hold(
+    conn: sqlite3.Connection,
+    hold_id: int,
+    *,
+    reason: str,
+    who: str | None = None,
+    now_ms: int | None = None,
+) -> Hold:
+    """Release a hold by hand in one write transaction (console ``x``, ``harness holds release``).
+
+    Unknown or already released ids are input errors (named, never a
+    traceback); the next tick of the acting evaluator sees the release.
+    """
+    from engine.rules.holds import release_by_operator
+    from engine.store.txn import immediate
+
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    with immediate(conn):
+        return release_by_operator(
+            conn,
+            hold_id,
+            reason=reason or "released by operator",
+            now_ms=now,
+            who=who or operator_name(),
+        )

@@ -1,11 +1,11 @@
-"""The evaluator the console embeds, and the simulated fleet ``--demo`` feeds it.
+"""The evaluator a console runs when started with ``--act`` (or ``--demo``).
 
 The console runs the same live evaluator as ``harness evaluate --follow``,
-behind the store's lease: when another evaluator already acts on the store the
-console only follows (shows what that one records). The demo writes the
-simulator's history into a temporary store, then replays one more simulated
-day compressed in wall-clock time (``speed`` simulated seconds per second), so
-the starter pack's planted patterns fire within seconds of opening.
+behind the store's lease (role ``console``, with its rule set's digest): when
+another evaluator already acts on the store the console only follows, and it
+hands the lease over to serve or ``harness evaluate``. Without ``--act`` the
+console runs none of this: it only watches. The simulated fleet lives in
+``engine.views.demo`` (its names are re-exported here for the console).
 """
 
 from __future__ import annotations
@@ -13,254 +13,28 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
 from engine.config import HarnessConfig
-from engine.fleet.sim import DAY_MS, HOUR_MS, MINUTE_MS, day_rows, write_fleet
-from engine.journal.rows import InsertRow
-from engine.journal.writer import Committer
-from engine.rules.lease import Lease, Stepper, serve
+from engine.rules.lease import CONSOLE, Lease, Stepper, ruleset_digest, serve
+from engine.rules.model import CompiledRule
 from engine.store.db import connect
 from engine.views.changes import Backoff, file_stamp
-from engine.views.rules import load_console_rules
-from engine.views.store_schema import register_full_schema
-
-# The demo and the live tail open stores for the whole program's schema.
-register_full_schema()
-
-#: The rule the demo enforces in memory (never written to any harness.toml)
-#: so that a hold appears; the operator's real config is untouched.
-DEMO_ENFORCE = "restart_same_error"
-#: The replayed day: its index is 1 mod 3 (restart burst from 13:03) and even
-#: (verify failures, collisions). The replay starts at 13:03, just before the
-#: burst's first restart, so its third (the hold) comes some 23 simulated
-#: minutes, about 3.5 s at the demo's speed, after the live feed starts.
-DEMO_DAY = 4
-DEMO_START_OFFSET_MS = 13 * HOUR_MS + 3 * MINUTE_MS
-DEMO_OVERRIDE = """\
-# Demo policy override of a starter rule: new content, so it runs in shadow.
-name: loop_guard_repeated
-description: Demo override, stricter than the starter rule (two trips in 6 hours).
-on: run_event
-when: >-
-  event.type == "loop_stopped" &&
-  count({"harness": event.harness, "type": "loop_stopped"}, duration("6h")) >= 2
-level: notify
-target: harness
-cooldown: 1h
-message: "{harness} tripped the loop guard twice (run {run})"
-"""
-
-
-#: The skill spec ``--demo`` opens in Decide (written for this project: an
-#: operator's requests about the fleet, routed to the pane or command that answers them).
-DEMO_SPEC = """\
-# Demo skill spec shipped with `harness console --demo` (a temporary copy).
-schema: skillspec/v0
-id: harness.operator
-title: Fleet operator requests
-description: Routes an operator's request about the fleet to the view that answers it.
-
-routes:
-  - id: explain_fire
-    label: Explain a fire
-    rank: 1
-    description: Step through why a rule fired (Fires, enter).
-  - id: review_hold
-    label: Review a hold
-    rank: 2
-    description: Look at the fire behind a hold before releasing it (Holds, enter).
-  - id: backtest_rule
-    label: Backtest a rule
-    rank: 3
-    description: Run a rule over recorded history before enforcing it.
-
-rules:
-  - id: why_questions_explain
-    when:
-      user_says_any: ["why did", "what fired", "explain"]
-    prefer: explain_fire
-    reason: A fire's explanation recomputes its aggregates from the journal.
-  - id: release_needs_review
-    when:
-      user_says_any: ["release", "unblock", "held"]
-    prefer: review_hold
-    forbid: [release_without_reason]
-    reason: A hold is released with a reason, after reading the fire that made it.
-  - id: enforce_needs_backtest
-    when:
-      user_says_any: ["enforce", "promote", "turn on"]
-    prefer: backtest_rule
-    forbid: [enforce_untested_rule]
-    reason: Enforcing acts on real runs; see what it would have held first.
-
-tests:
-  - name: why goes to explain
-    input: why did h05 stop
-    expect:
-      route: explain_fire
-  - name: releasing is reviewed first
-    input: please release the hold on h05
-    expect:
-      route: review_hold
-      forbid: [release_without_reason]
-"""
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def demo_config(base: HarnessConfig) -> HarnessConfig:
-    """``base`` plus the demo's in-memory enforce entry (nothing is written)."""
-    rules = base.rules.replace(enforce=tuple(dict.fromkeys((*base.rules.enforce, DEMO_ENFORCE))))
-    return base.replace(rules=rules)
-
-
-def write_demo_policy(directory: Path) -> Path:
-    """Write the demo's policy override (a rule that shadows) into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "loop_guard_repeated.yml").write_text(DEMO_OVERRIDE, encoding="utf-8")
-    return directory
-
-
-def write_demo_spec(directory: Path) -> Path:
-    """Write the demo's skill spec into ``directory`` so Decide works out of the box."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "operator.spec.yml"
-    path.write_text(DEMO_SPEC, encoding="utf-8")
-    return path
-
-
-def write_demo_history(store: Path, now_ms: int, *, days: int = 2, seed: int = 7) -> int:
-    """The simulator's last ``days`` full days before today, into ``store``; rows written."""
-    start = (now_ms // DAY_MS) * DAY_MS - days * DAY_MS
-    conn = connect(store)
-    try:
-        result = write_fleet(conn, days=days, seed=seed, start_ms=start, validate=False)
-    finally:
-        conn.close()
-    return int(getattr(result, "admitted", 0)) + int(getattr(result, "ticks", 0))
-
-
-def prepare_demo_store(store: Path, now_ms: int, policy_dir: Path | None) -> int:
-    """--demo's history (the last full day), written and evaluated to its end; rows written.
-
-    The console's embedded evaluator then starts at the history's end, so the
-    first live rows fire at once, and it restores its windows and lifecycle
-    from the store as after any restart (live equals backtest across restarts).
-    """
-    from engine.config import load_config
-    from engine.rules.lifecycle_run import open_live
-
-    rows = write_demo_history(store, now_ms, days=1)
-    config = demo_config(load_config())
-    conn = connect(store)
-    try:
-        evaluator, _hooks = open_live(conn, load_console_rules(config, policy_dir).rules, config)
-        evaluator.run_until_idle()
-    finally:
-        conn.close()
-    return rows
-
-
-_DEMO_CHILD = (
-    "import sys\n"
-    "from pathlib import Path\n"
-    "from engine.config import load_config\n"
-    "from engine.views.store_schema import register_full_schema\n"
-    "from engine.views import live\n"
-    "register_full_schema()\n"
-    "store, policy = Path(sys.argv[2]), (Path(sys.argv[4]) if sys.argv[4] else None)\n"
-    "if sys.argv[1] == 'prepare':\n"
-    "    print(live.prepare_demo_store(store, int(sys.argv[3]), policy))\n"
-    "else:\n"
-    "    print(live.mine_demo(store, live.demo_config(load_config()), policy))\n"
-)
-
-
-def _demo_child(*args: str) -> int:
-    """Run one demo step in a child process; its printed count.
-
-    Simulating, evaluating and mining days of history is seconds of
-    pure-Python work: in a thread of the console it held the GIL against the
-    screen and the embedded evaluator, so tabs took a second to switch and the
-    first live fire came late. A child has its own interpreter (and this
-    machine a second core).
-    """
-    import subprocess
-    import sys
-
-    from engine.errors import InputError
-
-    done = subprocess.run(
-        [sys.executable, "-c", _DEMO_CHILD, *args], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise InputError(f"{args[1]}: the demo's {args[0]} step failed: {last}", title="Demo")
-    return int(done.stdout.split()[-1])
-
-
-def prepare_demo_store_apart(store: Path, now_ms: int, policy_dir: Path | None) -> int:
-    """:func:`prepare_demo_store` in a child process; rows written."""
-    return _demo_child("prepare", str(store), str(now_ms), str(policy_dir or ""))
-
-
-def mine_demo_apart(store: Path, policy_dir: Path | None) -> int:
-    """:func:`mine_demo` in a child process; proposals made."""
-    return _demo_child("mine", str(store), "0", str(policy_dir or ""))
-
-
-def replay_rows(
-    start_wall_ms: int, *, speed: float, seed: int = 7, harnesses: int = 12
-) -> Iterator[InsertRow]:
-    """Simulated days from the demo day on, re-stamped to wall time ``speed`` times faster.
-
-    Endless: after the demo day comes the next simulated day, so a demo left
-    open keeps receiving rows (and the planted patterns keep recurring).
-    """
-    origin = DEMO_DAY * DAY_MS + DEMO_START_OFFSET_MS
-    day = DEMO_DAY
-    while True:
-        for row in day_rows(day, harnesses=harnesses, seed=seed, start_ms=0, quiet=False):
-            if row[0] < origin:
-                continue
-            yield (start_wall_ms + int((row[0] - origin) / speed), *row[1:])
-        day += 1
-
-
-def feed_live(
-    store: Path,
-    stop: threading.Event,
-    *,
-    speed: float = 400.0,
-    clock: Callable[[], int] = _wall_ms,
-    poll_s: float = 0.05,
-) -> int:
-    """Write replayed rows as their wall time comes, until ``stop``; return rows written."""
-    conn = connect(store, check_same_thread=False)
-    committer = Committer(conn)
-    written = 0
-    last_at = int(conn.execute("SELECT COALESCE(MAX(at), 0) FROM rule_journal").fetchone()[0])
-    pending = replay_rows(max(clock(), last_at + 1), speed=speed)
-    nxt = next(pending, None)
-    try:
-        while nxt is not None and not stop.is_set():
-            now = clock()
-            batch: list[InsertRow] = []
-            while nxt is not None and nxt[0] <= now:
-                batch.append(nxt)
-                nxt = next(pending, None)
-            if batch:
-                committer.import_history(batch, atomic=True, synth_ticks=False, validate=False)
-                written += len(batch)
-            stop.wait(poll_s)
-    finally:
-        conn.close()
-    return written
+from engine.views.demo import DEMO_DAY as DEMO_DAY
+from engine.views.demo import DEMO_ENFORCE as DEMO_ENFORCE
+from engine.views.demo import demo_config as demo_config
+from engine.views.demo import feed_live as feed_live
+from engine.views.demo import mine_demo as mine_demo
+from engine.views.demo import mine_demo_apart as mine_demo_apart
+from engine.views.demo import prepare_demo_store as prepare_demo_store
+from engine.views.demo import prepare_demo_store_apart as prepare_demo_store_apart
+from engine.views.demo import replay_rows as replay_rows
+from engine.views.demo import trim_journal as trim_journal
+from engine.views.demo import write_demo_policy as write_demo_policy
+from engine.views.demo import write_demo_spec as write_demo_spec
+from engine.views.rules import keep_last_good, load_console_rules
 
 
 class QuietStepper:
@@ -310,18 +84,50 @@ IDLE_STEP = _IdleStep()
 EVAL_IDLE_S = 0.5
 
 
+class ActingRules:
+    """The rules an acting console evaluates with, their config, and the digest its lease records.
+
+    Reloaded when rule files or harness.toml change; a broken edit keeps the
+    last good version of its rules (as the Rules pane shows them).
+    """
+
+    def __init__(self, config: HarnessConfig, policy_dir: Path | None) -> None:
+        self.policy_dir = policy_dir
+        self.config = config
+        self.loaded = load_console_rules(config, policy_dir)
+        self.digest = ruleset_digest(self.loaded.rules, config.rules)
+
+    @property
+    def rules(self) -> list[CompiledRule]:
+        return list(self.loaded.rules)
+
+    def reload(self, config: HarnessConfig) -> None:
+        self.config = config
+        self.loaded = keep_last_good(self.loaded, load_console_rules(config, self.policy_dir))
+        self.digest = ruleset_digest(self.loaded.rules, config.rules)
+
+
 def run_evaluator(
     store: Path,
-    config: HarnessConfig,
+    config: HarnessConfig | Callable[[], HarnessConfig],
     policy_dir: Path | None,
     stop: threading.Event,
     *,
+    reload: threading.Event | None = None,
     on_step: Callable[[object], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     poll_s: float = 0.05,
     idle_s: float = EVAL_IDLE_S,
 ) -> None:
-    """Evaluate the store while holding its lease (else follow) until ``stop`` is set.
+    """Act on the store while holding its lease (else follow) until ``stop`` is set.
+
+    Only a console started with ``--act`` (or ``--demo``) runs this: the lease
+    records role ``console`` and the rule set's digest, and hands over to
+    ``harness serve`` or ``harness evaluate`` when one starts. Setting
+    ``reload`` re-reads the rules and ``config()`` (keeping the last good
+    version of a broken file), records the new digest in the lease and
+    rebuilds the evaluator, without giving the lease up. ``config`` is the
+    configuration, or a function giving the current one (read on each reload).
 
     ``on_progress(cursor, head)`` follows each batch that evaluated rows, so a
     console can say "evaluating backlog: seq N of M" while it catches up.
@@ -332,42 +138,41 @@ def run_evaluator(
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
     from engine.rules.lifecycle_run import open_live
 
-    miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
+    current = config if callable(config) else (lambda: config)
+    acting = ActingRules(current(), policy_dir)
+    miners = MinerSchedule(check_miner_names(acting.config.rule_miners, str(acting.config.source)))
     conn = connect(store, check_same_thread=False)
     try:
-        rules = load_console_rules(config, policy_dir).rules
-        lease = Lease(conn)
+        lease = Lease(conn, role=CONSOLE, ruleset=acting.digest)
         pace = Backoff(poll_s, max(poll_s, idle_s))
 
         def build() -> Stepper:
-            evaluator, _policy = open_live(conn, rules, config, lease=lease)
+            if reload is not None and reload.is_set():
+                reload.clear()
+                acting.reload(current())
+                lease.set_ruleset(acting.digest)
+            evaluator, _policy = open_live(conn, acting.rules, acting.config, lease=lease)
             return QuietStepper(cast(Stepper, evaluator), store)
 
         def stepped(result: object) -> None:
             pace.saw(bool(getattr(result, "rows", 0)))
             # configured miners run in the acting evaluator, hourly in journal time
             if getattr(result, "rows", 0):
-                mine_if_due(miners, conn, rules, config.rules)
+                mine_if_due(miners, conn, acting.rules, acting.config.rules)
                 if on_progress is not None:
                     head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM rule_journal")
                     on_progress(int(getattr(result, "cursor", 0)), int(head.fetchone()[0]))
             if on_step is not None:
                 on_step(result)
 
-        serve(lease, build, stop, poll_s=poll_s, on_step=stepped, idle_wait=lambda: pace.delay)
-    finally:
-        conn.close()
-
-
-def mine_demo(store: Path, config: HarnessConfig, policy_dir: Path | None) -> int:
-    """--demo: mine the simulated history once so the Proposals pane has something to show."""
-    from engine.policy.miner import mine
-
-    conn = connect(store, check_same_thread=False)
-    try:
-        rules = load_console_rules(config, policy_dir).rules
-        disabled = set(config.rules.disable)
-        active = [r for r in rules if r.rule.name not in disabled]
-        return len(mine(conn, active, config.rules))
+        serve(
+            lease,
+            build,
+            stop,
+            poll_s=poll_s,
+            on_step=stepped,
+            idle_wait=lambda: pace.delay,
+            rebuild=reload.is_set if reload is not None else None,
+        )
     finally:
         conn.close()

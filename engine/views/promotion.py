@@ -131,9 +131,20 @@ def _first_seen(conn: sqlite3.Connection, name: str, hash_: str) -> tuple[int | 
 
 
 def promotion_header(
-    conn: sqlite3.Connection, compiled: CompiledRule, config: HarnessConfig
+    conn: sqlite3.Connection,
+    compiled: CompiledRule,
+    config: HarnessConfig,
+    *,
+    granted: HarnessConfig | None = None,
 ) -> PromotionHeader:
-    """The facts shown at once, before the backtest runs."""
+    """The facts shown at once, before the backtest runs.
+
+    ``config`` is what the console works with; ``granted`` is what the
+    operator's harness.toml itself says (default: the same). The line to paste
+    is built from ``granted``: with ``--demo`` the console enforces a rule in
+    memory only, and a line that carried it would grant real hold power the
+    operator never wrote.
+    """
     rule = compiled.rule
     authority = Authority.from_config(config)
     enforced, why = authority.enforcement(rule.name, rule.hash)
@@ -142,7 +153,7 @@ def promotion_header(
     shadow_until = None
     if rule.source_kind != "starter" and shadow_seen is not None:
         shadow_until = shadow_seen + authority.shadow_period_ms
-    pin, line = enforce_line(config, rule.name, rule.hash)
+    pin, line = enforce_line(granted or config, rule.name, rule.hash)
     return PromotionHeader(
         name=rule.name,
         hash=rule.hash,

@@ -18,7 +18,10 @@ from engine.config import HarnessConfig
 from engine.errors import Diagnostic
 from engine.rules.lifecycle import Authority, decide_level, shadow_decision
 from engine.rules.loader import default_sources, load_rules
-from engine.rules.model import LoadResult, Rule
+from engine.rules.model import LoadResult as LoadResult  # what the Rules pane keeps
+from engine.rules.model import Rule
+from engine.rules.sources import keep_last_good as keep_last_good  # the console reads it here
+from engine.rules.vocab import ENFORCED_LEVELS
 from engine.timefmt import iso_ms_precise
 
 
@@ -46,25 +49,6 @@ def load_console_rules(config: HarnessConfig, policy_dir: Path | None) -> LoadRe
     policy = config.policy_rule_dirs()
     extra = [policy_dir] if policy_dir is not None and policy_dir not in policy else []
     return load_rules(default_sources(policy, extra), config.rules)
-
-
-def keep_last_good(previous: LoadResult | None, new: LoadResult) -> LoadResult:
-    """``new``, plus each previous rule whose file now fails to load (last good version).
-
-    The loader already keeps a starter rule when its override breaks; this
-    covers a broken edit of a rule that exists only in a policy or ``--policy``
-    file, which would otherwise vanish from the console until fixed.
-    """
-    if previous is None:
-        return new
-    broken = {d.location.file for d in new.errors if d.location.file}
-    present = {c.rule.name for c in new.rules}
-    kept = [
-        c for c in previous.rules if c.rule.name not in present and c.rule.source_file in broken
-    ]
-    if not kept:
-        return new
-    return LoadResult((*new.rules, *kept), new.errors, new.warnings)
 
 
 def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
@@ -146,7 +130,7 @@ def rule_rows(
             elif in_shadow:
                 until = (seen or now) + authority.shadow_period_ms
                 state, detail = "shadow", f"shadow until {iso_ms_precise(until)}"
-            elif effective in ("hold", "stop"):
+            elif effective in ENFORCED_LEVELS:
                 state, detail = "enforced", reasons[0]
             else:
                 state, detail = "active", why if rule.source_kind != "starter" else reasons[0]

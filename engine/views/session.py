@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,17 +23,33 @@ STARTER_RULES = ROOT / "starter_rules"
 
 @dataclass(frozen=True, slots=True)
 class ConsoleOptions:
-    """Everything the console needs to start; ``demo`` means the store is a temp file."""
+    """Everything the console needs to start; ``demo`` means the store is a temp file.
+
+    ``act`` says the console may act (take the store lease, store fires,
+    create holds and stops, run actions) when nobody else does; without it the
+    console only watches. ``--demo`` implies it. ``config`` is what the
+    console works with (with ``--demo``: plus the demo's in-memory enforce
+    entry); ``file_config`` is what the operator's harness.toml alone grants,
+    for anything the operator might paste back into that file.
+    """
 
     store_path: Path
     demo: bool = False
+    act: bool = False
     spec_globs: tuple[str, ...] = ()
     policy_dir: Path | None = None
     config_file: Path = field(default_factory=config_path)
     config: HarnessConfig = field(default_factory=HarnessConfig)
     starter_dir: Path = STARTER_RULES
-    #: ``--demo`` without ``--store``: the temporary directory to remove on a clean exit.
+    #: ``--demo`` without ``--store``: the temporary directory to remove on exit.
     temp_dir: Path | None = None
+    #: The configuration as the file says it (None: the same as ``config``).
+    file_config: HarnessConfig | None = None
+
+    @property
+    def granted(self) -> HarnessConfig:
+        """What harness.toml itself grants (no demo additions)."""
+        return self.file_config if self.file_config is not None else self.config
 
     @classmethod
     def from_args(
@@ -42,8 +59,9 @@ class ConsoleOptions:
         demo: bool = False,
         specs: tuple[str, ...] = (),
         policy: str | None = None,
+        act: bool = False,
     ) -> ConsoleOptions:
-        cfg = load_config()
+        cfg = file_cfg = load_config()
         temp_dir: Path | None = None
         if demo and store is None:
             temp_dir = Path(tempfile.mkdtemp(prefix="harness-demo-"))
@@ -68,23 +86,25 @@ class ConsoleOptions:
                     ],
                 )
         elif demo:
-            from engine.views.live import write_demo_policy
+            from engine.views.demo import write_demo_policy
 
             policy_dir = write_demo_policy(store_path.parent / "policy")
         demo_specs: tuple[str, ...] = ()
         if demo:
-            from engine.views.live import demo_config, write_demo_spec
+            from engine.views.demo import demo_config, write_demo_spec
 
             cfg = demo_config(cfg)
             demo_specs = (str(write_demo_spec(store_path.parent / "specs")),)
         return cls(
             store_path=store_path,
             demo=demo,
+            act=act or demo,
             spec_globs=tuple(specs) + tuple(cfg.console_specs) + demo_specs,
             temp_dir=temp_dir,
             policy_dir=policy_dir,
             config_file=config_path(),
             config=cfg,
+            file_config=file_cfg,
         )
 
     def spec_files(self) -> list[Path]:
@@ -102,6 +122,19 @@ class ConsoleOptions:
         dirs.add(self.starter_dir)
         dirs.add(self.config_file.parent)
         return sorted(d for d in dirs if d.is_dir())
+
+
+def open_store(path: Path) -> sqlite3.Connection:
+    """A connection to the store at ``path`` for one worker thread, migrated to the full schema.
+
+    The console's one way in to the store (its panes read through the views
+    here; it never opens the store module itself).
+    """
+    from engine.store.db import connect
+    from engine.views.store_schema import register_full_schema
+
+    register_full_schema()
+    return connect(path, check_same_thread=False)
 
 
 def classify_change(options: ConsoleOptions, path: Path) -> set[str]:

@@ -7,7 +7,7 @@ opens a store for the whole program (the ``harness`` command, the console's
 read models, the test suite): after :func:`register_full_schema` the store
 migrates a new or older store to the latest version and refuses a newer one,
 exactly as it did when it listed the migrations itself (versions 1..6 keep
-their numbers, names and SQL).
+their numbers, names and SQL; 8 records the lease holder's role and rule set).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ FULL_SCHEMA: tuple[Migration, ...] = (
     stops_schema.MIGRATION,
     journal_schema.MIGRATION_PREFILTER_INDEX,
     journal_schema.MIGRATION_HARNESS_AT_INDEX,
+    lifecycle_schema.MIGRATION_LEASE_ROLE,
 )
 
 

@@ -15,6 +15,8 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from engine.rules.vocab import FIRED
+from engine.rules.vocab import LEVELS as LEVELS  # the console draws each level word
 from engine.views.fleet import harness_names
 
 HOUR_MS = 3_600_000
@@ -27,11 +29,11 @@ ZOOMS: tuple[tuple[str, int], ...] = (
     ("24h", DAY_MS),
     ("7d", 7 * DAY_MS),
 )
-LEVELS: tuple[str, ...] = ("annotate", "notify", "hold", "stop")
+#: A fire's rank in a cell: 0 when it did not act, else 1 + its level's place in LEVELS.
 _RANK_SQL = (
-    "CASE WHEN f.status != 'fired' THEN 0 WHEN f.effective_level = 'annotate' THEN 1"
-    " WHEN f.effective_level = 'notify' THEN 2 WHEN f.effective_level = 'hold' THEN 3"
-    " WHEN f.effective_level = 'stop' THEN 4 ELSE 1 END"
+    f"CASE WHEN f.status != '{FIRED}' THEN 0 "
+    + " ".join(f"WHEN f.effective_level = '{lvl}' THEN {i}" for i, lvl in enumerate(LEVELS, 1))
+    + " ELSE 1 END"
 )
 #: Bucket widths are rounded up to one of these so the ruler reads in whole units.
 _NICE_MS = (

@@ -59,3 +59,66 @@ async def test_demo_shows_fires_shadow_and_hold(tmp_path: Path) -> None:
             if any(h.active for h in holds.rows):
                 seen.setdefault("hold", time.monotonic() - started)
         assert set(seen) == {"fires arrive", "shadow", "hold"}, seen
+
+
+def test_a_running_demo_prunes_its_oldest_rows(tmp_path: Path) -> None:
+    """P2.3: a demo left open levels off instead of growing without end."""
+    from engine.fleet.sim import write_fleet
+    from engine.store.db import connect
+    from engine.views.live import trim_journal
+
+    conn = connect(tmp_path / "j.db")
+    write_fleet(conn, days=1, start_ms=1_772_323_200_000, validate=False)
+    head = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
+    deleted = trim_journal(conn, keep_rows=5_000)
+    left, first = conn.execute("SELECT COUNT(*), MIN(seq) FROM rule_journal").fetchone()
+    assert deleted > 0 and 5_000 <= left < 5_100  # rows sharing the boundary's time stay
+    assert conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0] == head
+    assert first >= head - 5_100
+    assert trim_journal(conn, keep_rows=10**9) == 0
+
+
+@pytest.mark.slow
+def test_closing_the_terminal_removes_the_demo_store(tmp_path: Path) -> None:
+    """P2.3: SIGHUP (tmux kill-session, a closed window) ends the demo and removes its store."""
+    import os
+    import pty
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "HARNESS_CONFIG": str(tmp_path / "absent.toml"),
+        "TERM": "xterm-256color",
+        "COLUMNS": "100",
+        "LINES": "30",
+    }
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli.harness", "console", "--demo"],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    os.close(child)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("harness-demo-*/journal.db")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the demo never started"
+            time.sleep(0.1)
+        time.sleep(2)  # the demo feed is writing
+        proc.send_signal(signal.SIGHUP)
+        os.close(main)  # and the terminal is gone
+        proc.wait(timeout=30)
+        assert not list(tmp_path.glob("harness-demo-*")), "the demo store was left behind"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

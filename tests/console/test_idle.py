@@ -157,14 +157,14 @@ async def test_a_pane_switch_rebuilds_the_footer_once_and_moving_within_a_pane_n
         await pilot.pause(0.3)
         before = footer.rebuilds
         await pilot.press("9")
-        await until(pilot, lambda: "Zoom in" in shown() and "Refresh" not in shown())
+        await until(pilot, lambda: "Fires" in shown() and "Refresh" not in shown())
         await pilot.pause(0.3)
         assert footer.rebuilds == before + 1
         await pilot.press("left", "up", "right")  # the cursor moves, the keys stay
         await pilot.pause(0.3)
         assert footer.rebuilds == before + 1
         await pilot.press("1")
-        await until(pilot, lambda: "Refresh" in shown() and "Zoom in" not in shown())
+        await until(pilot, lambda: "Refresh" in shown() and "Fires" not in shown())
 
 
 async def test_a_hidden_pane_pauses_its_timer_and_catches_up_when_shown(

@@ -29,20 +29,22 @@ def active(app: HarnessConsole) -> str:
 
 
 async def test_decide_esc_frees_the_number_keys(make_app: AppFactory, spec_file: Path) -> None:
-    """Item 3: once the input has focus, Esc gives the pane back its keys."""
+    """Item 3 and issue 19 P2.7: Decide opens on its result; `i` types, Esc frees the numbers."""
     app = make_app(initial="decide", specs=(str(spec_file),))
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(DecidePane)
         await until(pilot, lambda: pane.spec is not None)
         box = app.query_one("#decide-input", Input)
-        assert app.focused is box
-        await pilot.press("f", "3")
+        assert app.focused is not box  # a number key switches panes from the first moment
+        await pilot.press("i", "f", "3")
         assert box.value == "f3" and active(app) == "decide"  # typing still types
         await pilot.press("escape")
         assert app.focused is not box and active(app) == "decide"
         await pilot.press("3")
         assert active(app) == "rules" and box.value == "f3"
-        await pilot.press("5", "i")
+        await pilot.press("5")
+        assert active(app) == "decide" and app.focused is not box
+        await pilot.press("i")
         await until(pilot, lambda: app.focused is box)
 
 
@@ -57,9 +59,9 @@ async def test_question_mark_lists_every_key_of_every_pane(make_app: AppFactory)
         await until(pilot, lambda: {"1", "8"} <= {k.key for k in app.screen.query(FooterKey)})
         await pilot.press("question_mark")
         assert isinstance(app.screen, KeysScreen)
-        titles = [title for title, _rows in app.screen.sections]
+        titles = [section.title for section in app.screen.sections]
         assert titles == ["Everywhere", *(spec.title for spec in PANES)]
-        flat = {(title, key) for title, rows in app.screen.sections for key, _ in rows}
+        flat = {(s.title, key) for s in app.screen.sections for key, _ in s.keys}
         assert ("Everywhere", "1-8") in flat or ("Everywhere", f"1-{len(PANES)}") in flat
         assert ("Holds", "x") in flat and ("Holds", "⏎") in flat
         assert ("Fires", "/") in flat and ("Decide", "^s") in flat
@@ -177,7 +179,7 @@ async def test_explain_in_demo_names_the_in_memory_enforce(store: Path, policy_d
 
 
 async def test_fleet_one_scale_blank_zeros(make_app: AppFactory) -> None:
-    """Item 5: zeros are blank, every row shares one scale, and the header says it."""
+    """Item 5: zeros are blank, every row shares one scale, and the status line says it."""
     from console.widgets.spark import sparkline
     from tests.console.conftest import END_MS
 
@@ -188,8 +190,8 @@ async def test_fleet_one_scale_blank_zeros(make_app: AppFactory) -> None:
         table = app.query_one("#fleet-table", DataTable)
         top = max(max(r.activity) for r in fleet.rows)
         assert top > 0
-        label = str(table.columns[ColumnKey("activity")].label)
-        assert f"█ = {top}/h" in label
+        assert str(table.columns[ColumnKey("activity")].label) == "activity 24h"
+        assert f"activity █ = {top:,}/h" in text(app, "#fleet-status")  # said once, whole
         for i, row in enumerate(fleet.rows):
             cell = str(table.get_row_at(i)[-1])
             assert cell == sparkline(row.activity, top)
@@ -261,7 +263,7 @@ async def test_decide_save_shows_path_and_diff_first(make_app: AppFactory, spec_
     async with app.run_test(size=(120, 36)) as pilot:
         pane = app.query_one(DecidePane)
         await until(pilot, lambda: pane.spec is not None)
-        await pilot.press(*"fill the form")
+        await pilot.press("i", *"fill the form")
         await until(pilot, lambda: pane.result is not None and pane.result.decision.route)
         await pilot.press("ctrl+s")
         assert isinstance(app.screen, AskText) and str(spec_file.resolve()) in app.screen.detail
@@ -308,7 +310,7 @@ async def test_demo_ships_a_spec_and_removes_its_temp_store(
 
 
 async def test_backlog_progress_is_shown(tmp_path: Path, policy_dir: Path) -> None:
-    """Item 10: while the embedded evaluator works through a backlog, Rules says so."""
+    """Item 10: while the acting evaluator (--act) works through a backlog, Rules says so."""
     from console.context import ConsoleContext
     from engine.config import HarnessConfig
     from engine.fleet.sim import write_fleet
@@ -323,7 +325,7 @@ async def test_backlog_progress_is_shown(tmp_path: Path, policy_dir: Path) -> No
     head = conn.execute("SELECT MAX(seq) FROM rule_journal").fetchone()[0]
     conn.close()
     options = ConsoleOptions(
-        store_path=store, policy_dir=policy_dir, config=demo_config(HarnessConfig())
+        store_path=store, act=True, policy_dir=policy_dir, config=demo_config(HarnessConfig())
     )
     context = ConsoleContext(options, clock=lambda: END_MS, evaluate=True, cursor_blink=False)
     app = HarnessConsole(context, initial="rules", watch_files=False)

@@ -18,6 +18,7 @@ from console.panes.rules import RulesPane
 from console.widgets.confirm import AskText, ConfirmDiff
 from engine.store.db import connect
 from engine.views.fires import FireFilter, fires_before
+from engine.views.holds import operator_name
 from tests.console.conftest import AppFactory, until
 
 
@@ -201,7 +202,7 @@ async def test_holds_release_requires_a_reason(make_app: AppFactory, store: Path
             .execute("SELECT released_by, release_reason FROM rule_holds WHERE id = ?", (hold.id,))
             .fetchone()
         )
-        assert row == ("operator", "fixed the config")
+        assert row == (operator_name(), "fixed the config")  # the login name, not "operator"
 
 
 async def test_holds_release_cancel_keeps_hold(make_app: AppFactory, store: Path) -> None:
@@ -225,7 +226,7 @@ async def test_decide_as_you_type_and_save(make_app: AppFactory, spec_file: Path
         pane = app.query_one(DecidePane)
         await until(pilot, lambda: pane.spec is not None)
         assert "1 passed, 0 failed" in _text(app, "#decide-tests-text")
-        await pilot.press(*"fill the form")
+        await pilot.press("i", *"fill the form")
         await until(pilot, lambda: pane.result is not None and pane.result.decision.route)
         decision = _text(app, "#decide-decision-text")
         assert "fill_pdf_form" in decision and "rule_prefer" in decision
@@ -313,17 +314,20 @@ async def test_decide_file_picker_opens_a_spec(make_app: AppFactory, spec_file: 
 
 
 async def test_f1_help_is_per_pane(make_app: AppFactory) -> None:
+    """F1 shows the pane's own section: what its docstring says it shows, and its keys."""
     from console.app import PANES
-    from console.help import HELP
+    from console.panes.base import about
 
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
         for spec in PANES:
-            pane_id, title = spec.id, spec.title
-            app.action_show_pane(pane_id)
+            app.action_show_pane(spec.id)
             await pilot.pause(0.05)
-            app.set_focus(None)
             await pilot.press("f1")
-            assert isinstance(app.screen, HelpScreen) and app.screen.pane == pane_id
-            assert HELP[pane_id].startswith(f"# {title}")
+            assert isinstance(app.screen, HelpScreen) and app.screen.pane == spec.id
+            assert [s.id for s in app.screen.sections] == [spec.id]
+            section = app.screen.sections[0]
+            assert section.title == spec.title and section.about == about(spec.cls)
+            assert section.about  # every pane says what it shows
             await pilot.press("escape")
+            assert not isinstance(app.screen, HelpScreen)

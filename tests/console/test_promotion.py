@@ -125,3 +125,19 @@ async def test_e_on_an_enforced_rule_says_so(make_app: AppFactory) -> None:
             pilot, lambda: any("already enforced" in str(n.message) for n in app._notifications)
         )
         assert not isinstance(app.screen, PromotionScreen)
+
+
+def test_the_demo_line_never_carries_the_in_memory_enforce_entry(
+    store: Path, policy_dir: Path
+) -> None:
+    """Issue 19 P2.1: pasting the line must not grant what only the demo's memory enforces."""
+    from engine.views.live import DEMO_ENFORCE
+
+    conn = connect(store, check_same_thread=False)
+    config = demo_config(HarnessConfig())
+    rule = _rule(policy_dir, "verify_same_failure", config)
+    head = promotion_header(conn, rule, config, granted=HarnessConfig())
+    assert DEMO_ENFORCE not in head.enforce_line
+    assert head.enforce_line == f'enforce = ["{head.pin}"]'
+    assert DEMO_ENFORCE in promotion_header(conn, rule, config).enforce_line  # the old line
+    conn.close()

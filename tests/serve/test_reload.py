@@ -52,7 +52,7 @@ def test_an_edit_reloads_and_a_broken_edit_keeps_the_last_good_rules(tmp_path: P
         call(serve, "r02", "NewlyForbidden")
         assert denied(serve, "r02")  # read-your-writes: the very next call is denied
         (policy / "serve_test_new.yml").write_text(NEW_RULE.replace("on: run_event", "on: [bad"))
-        wait_log(serve, "rule edit not applied, keeping the last good rules")
+        wait_log(serve, "rule not loaded (last good version kept)")
         call(serve, "r03", "NewlyForbidden")
         assert denied(serve, "r03")  # the last good version still acts
     finally:
