@@ -130,99 +130,115 @@ def _store_checks(conn: sqlite3.Connection, verbose: bool = False) -> list[Check
 def _fact_checks(
     facts: StoreFacts, cfg: HarnessConfig | None, conn: sqlite3.Connection
 ) -> list[Check]:
-    checks = []
+    """Every check read from the store's facts, in the order doctor prints them."""
+    live = facts.lease is not None and not facts.lease.expired(facts.now_ms)
+    checks = [_lease_check(facts, live), _lag_check(facts, live), _admission_check(facts)]
+    serve = _serve_check(facts)
+    if serve is not None:
+        checks.append(serve)
+    checks += [_rules_check(facts), _holds_check(conn), _actions_check(conn, live)]
+    checks.append(_retention_check(facts, cfg))
+    return checks
+
+
+def _lease_check(facts: StoreFacts, live: bool) -> Check:
     lease = facts.lease
-    live = lease is not None and not lease.expired(facts.now_ms)
     if lease is None:
-        checks.append(Check("lease", WARN, "no evaluator holds the lease: nothing is acting now"))
-    elif live:
-        checks.append(
-            Check(
-                "lease",
-                OK,
-                f"held by {lease.holder} (pid {lease.pid} on "
-                f"{lease.host}) until {iso_ms(lease.expires_at)}",
-            )
+        return Check("lease", WARN, "no evaluator holds the lease: nothing is acting now")
+    if live:
+        return Check(
+            "lease",
+            OK,
+            f"held by {lease.holder} (pid {lease.pid} on "
+            f"{lease.host}) until {iso_ms(lease.expires_at)}",
         )
-    else:
-        checks.append(
-            Check(
-                "lease",
-                WARN,
-                f"expired lease of {lease.holder} (pid {lease.pid}) "
-                f"at {iso_ms(lease.expires_at)}: no evaluator is acting",
-            )
+    return Check(
+        "lease",
+        WARN,
+        f"expired lease of {lease.holder} (pid {lease.pid}) "
+        f"at {iso_ms(lease.expires_at)}: no evaluator is acting",
+    )
+
+
+def _lag_check(facts: StoreFacts, live: bool) -> Check:
+    if facts.cursor_seq is None:
+        return Check(
+            "evaluator lag",
+            WARN if facts.last_seq else OK,
+            f"never evaluated; {facts.last_seq} row(s) waiting",
         )
     lag = f"{facts.lag_rows} row(s), {facts.lag_ms / 1000:.0f}s of journal time behind"
-    if facts.cursor_seq is None:
-        checks.append(
-            Check(
-                "evaluator lag",
-                WARN if facts.last_seq else OK,
-                f"never evaluated; {facts.last_seq} row(s) waiting",
-            )
-        )
-    else:
-        checks.append(
-            Check(
-                "evaluator lag",
-                WARN if facts.lag_rows and not live else OK,
-                f"cursor at seq {facts.cursor_seq}; {lag}",
-            )
-        )
+    return Check(
+        "evaluator lag",
+        WARN if facts.lag_rows and not live else OK,
+        f"cursor at seq {facts.cursor_seq}; {lag}",
+    )
+
+
+def _admission_check(facts: StoreFacts) -> Check:
     dropped = facts.journal_counters.get("dropped", 0)
     refused = facts.journal_counters.get("refused", 0)
-    checks.append(
-        Check(
-            "journal admission",
-            WARN if dropped or refused else OK,
-            f"{dropped} dropped (queue full), {refused} refused (malformed)",
-        )
+    return Check(
+        "journal admission",
+        WARN if dropped or refused else OK,
+        f"{dropped} dropped (queue full), {refused} refused (malformed)",
     )
+
+
+def _serve_check(facts: StoreFacts) -> Check | None:
+    """What serve counted (flushed to the store), when serve runs or ran on this store."""
     serve = {
         k.removeprefix("serve_"): v
         for k, v in facts.journal_counters.items()
         if k.startswith("serve_") and v
     }
-    if serve or (facts.lease is not None and facts.lease.holder.startswith("serve@")):
-        problems = ("gate_errors", "store_unavailable", "rows_refused", "records_rejected")
-        checks.append(
-            Check(
-                "serve",
-                WARN if any(serve.get(p) for p in problems) else OK,
-                f"{serve.get('gate_errors', 0)} gate answer(s) failed on a store error (HTTP 503), "
-                f"{serve.get('store_unavailable', 0)} request(s) not stored: the store could not "
-                "be written (HTTP 503), "
-                f"{serve.get('rows_refused', 0)} refused, "
-                f"{serve.get('records_rejected', 0)} OTLP record(s) rejected",
-                tuple(f"{k}: {v}" for k, v in sorted(serve.items())),
-            )
-        )
+    if not serve and not (facts.lease is not None and facts.lease.holder.startswith("serve@")):
+        return None
+    problems = ("gate_errors", "store_unavailable", "rows_refused", "records_rejected", "gate_late")
+    return Check(
+        "serve",
+        WARN if any(serve.get(p) for p in problems) else OK,
+        f"{serve.get('gate_errors', 0)} gate answer(s) failed on a store error (HTTP 503), "
+        f"{serve.get('store_unavailable', 0)} request(s) not stored: the store could not "
+        "be written (HTTP 503), "
+        f"{serve.get('gate_late', 0)} gate answer(s) late (gate_wait reached before the "
+        "evaluator caught up), "
+        f"{serve.get('rows_refused', 0)} refused, "
+        f"{serve.get('records_rejected', 0)} OTLP record(s) rejected",
+        tuple(f"{k}: {v}" for k, v in sorted(serve.items())),
+    )
+
+
+def _rules_check(facts: StoreFacts) -> Check:
     disabled = tuple(f"{name}: {err}" for name, err in sorted(facts.rule_errors.items()))
     detail = f"{len(disabled)} disabled by their own errors"
     if facts.store_errors:
         detail += f"; {facts.store_errors} store read error(s) (excluded from equivalence)"
-    checks.append(Check("rules", WARN if disabled or facts.store_errors else OK, detail, disabled))
+    return Check("rules", WARN if disabled or facts.store_errors else OK, detail, disabled)
+
+
+def _holds_check(conn: sqlite3.Connection) -> Check:
     holds = tuple(
         f"hold {h.id}: {h.harness} by `{h.rule}` since {iso_ms(h.created_at)}: {h.reason}"
         for h in list_holds(conn)
     )
-    checks.append(
-        Check("holds", OK, f"{len(holds)} active (new runs refused with rule_hold)", holds)
-    )
+    return Check("holds", OK, f"{len(holds)} active (new runs refused with rule_hold)", holds)
+
+
+def _actions_check(conn: sqlite3.Connection, live: bool) -> Check:
     lost = conn.execute(
         "SELECT fire_id, action FROM rule_actions WHERE status = 'started' ORDER BY id"
     ).fetchall()
     running = live and lost
-    checks.append(
-        Check(
-            "actions",
-            WARN if lost and not running else OK,
-            f"{len(lost)} started with no outcome (lost to a crash unless running now; "
-            "never retried)",
-            tuple(f"fire {f}: {a}" for f, a in lost[:20]),
-        )
+    return Check(
+        "actions",
+        WARN if lost and not running else OK,
+        f"{len(lost)} started with no outcome (lost to a crash unless running now; never retried)",
+        tuple(f"fire {f}: {a}" for f, a in lost[:20]),
     )
+
+
+def _retention_check(facts: StoreFacts, cfg: HarnessConfig | None) -> Check:
     days = cfg.retention_days if cfg else 45
     items: list[str] = []
     status = OK
@@ -236,15 +252,9 @@ def _fact_checks(
             "run `harness journal prune`"
         )
     span = 0 if facts.first_at is None else (facts.last_at - facts.first_at) / DAY_MS
-    checks.append(
-        Check(
-            "retention",
-            status,
-            f"retention_days={days}; journal spans {span:.1f} day(s)",
-            tuple(items),
-        )
+    return Check(
+        "retention", status, f"retention_days={days}; journal spans {span:.1f} day(s)", tuple(items)
     )
-    return checks
 
 
 def run_doctor(

@@ -164,7 +164,7 @@ class E2EServe:
 
 
 def start(base: Path, *, loop_guard: int = LOOP_GUARD, port: int | None = None) -> E2EServe:
-    """Serve on ``base``'s store and config; waits until it listens."""
+    """Serve on ``base``'s store and config (written once, kept on a restart); waits for it."""
     base.mkdir(parents=True, exist_ok=True)
     policy = base / "policy"
     policy.mkdir(exist_ok=True)

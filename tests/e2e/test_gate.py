@@ -260,3 +260,58 @@ def test_a_run_from_http_hooks_alone_has_run_started_and_shows_running(
     (started,) = serve.rows(harness, "run_started")
     assert started["run"] and started["project"] == "e2e"
     assert "running" in seen, seen
+
+
+async def test_a_console_started_during_a_serve_restart_does_not_act_and_serve_takes_it_back(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+    import signal
+    import sqlite3
+
+    from console.app import HarnessConsole
+    from console.context import ConsoleContext
+    from engine.config import load_config
+    from engine.views.session import ConsoleOptions
+
+    kit = installed("codex")
+    first = start(tmp_path / "serve")
+    first.proc.send_signal(signal.SIGKILL)  # a crash: its lease row stays behind
+    first.proc.wait()
+    harness = "restart-codex"
+    # Meanwhile Codex works: its command hooks find no serve and journal the call themselves.
+    run(kit, first, tmp_path / "during", harness, Script.of(write("hold-here.txt", "x\n")))
+    assert len(first.rows(harness, "tool_call")) == 1 and first.holds(harness) == []
+
+    os.environ["HARNESS_CONFIG"] = str(first.config)
+    try:
+        options = ConsoleOptions(store_path=first.store, act=False, config=load_config())
+        app = HarnessConsole(ConsoleContext(options, cursor_blink=False), watch_files=False)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.pause(2.0)  # a console that would act has taken over by now
+            conn = sqlite3.connect(f"file:{first.store}?mode=ro", uri=True)
+            try:
+                holder, role = conn.execute(
+                    "SELECT holder, role FROM evaluator_lease WHERE id = 1"
+                ).fetchone()
+                fires = conn.execute("SELECT COUNT(*) FROM rule_fires").fetchone()[0]
+            finally:
+                conn.close()
+            assert (
+                holder.startswith("serve@") and role == "serve"
+            )  # the dead serve's row, untouched
+            assert fires == 0 and first.holds(harness) == []  # the console acted on nothing
+            again = await asyncio.to_thread(start, tmp_path / "serve", port=first.port)
+            try:
+                deadline = asyncio.get_running_loop().time() + 20
+                while not again.holds(harness):  # serve takes the lease back, then the backlog
+                    assert asyncio.get_running_loop().time() < deadline
+                    await asyncio.sleep(0.2)
+                result = await asyncio.to_thread(
+                    run, kit, again, tmp_path / "after", harness, Script.of(shell("printf x > a"))
+                )
+                assert not (result.workdir / "a").exists()  # type: ignore[attr-defined]
+            finally:
+                assert again.stop() == 0
+    finally:
+        del os.environ["HARNESS_CONFIG"]
