@@ -112,7 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"{summary['file_bytes'] / 1e6:.0f} MB"
         )
     if args.live:
-        from engine.fleet.live import run_live
+        from engine.fleet.realtime import run_live
 
         if not args.json:
             print("live: writing in real time; Ctrl-C to stop", flush=True)

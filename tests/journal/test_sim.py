@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.fleet import sim
-from engine.fleet.live import run_live
+from engine.fleet.realtime import run_live
 from engine.journal.rows import check_values
 from tests.journal._util import all_rows, store
 
