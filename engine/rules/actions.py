@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from engine.vocab import ACTION_FOR_LEVEL
+
 PLACEHOLDERS: tuple[str, ...] = ("rule", "harness", "message", "target", "level", "fire_id")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _ANY_FIELD = re.compile(r"\{([a-z_]+)\}")
@@ -78,7 +80,7 @@ def render_message(template: str, row: Mapping[str, object]) -> str:
 
 def action_for(effective_level: str) -> str | None:
     """Which configured action a level triggers: notify for notify and hold, stop for stop."""
-    return {"notify": "notify", "hold": "notify", "stop": "stop"}.get(effective_level)
+    return ACTION_FOR_LEVEL.get(effective_level)
 
 
 @dataclass(frozen=True, slots=True)

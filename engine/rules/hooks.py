@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from engine.rules.vocab import CAP_LEVEL, ENFORCED_LEVELS, FIRED, FireDecision
+from engine.vocab import CAP_LEVEL, ENFORCED_LEVELS, FIRED
 
 if TYPE_CHECKING:
     from engine.rules.fires import Fire
@@ -35,6 +36,20 @@ if TYPE_CHECKING:
 
 #: The row the hooks see: pinned journal column names to values (absent = None).
 RowView = Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class FireDecision:
+    """What a match becomes: its status, the level it acts at, and every reason for both."""
+
+    status: str
+    effective_level: str
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def acts(self) -> bool:
+        """Whether the fire acts (shadow, suppressed and disabled fires only record)."""
+        return self.status == FIRED
 
 
 class FireHooks(Protocol):

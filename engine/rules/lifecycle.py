@@ -38,19 +38,24 @@ from engine.rules.holds import (
     reevaluate_on_tick,
     release_hold,
 )
-from engine.rules.hooks import RowView
+from engine.rules.hooks import FireDecision, RowView
 from engine.rules.lease import Lease, LeaseLost
 from engine.rules.stops import record_stop
-from engine.rules.vocab import (
+from engine.timefmt import iso_ms
+from engine.vocab import (
+    ACTION_FOR_LEVEL,
+    ANNOTATE,
+    CAP_LEVEL,
     DISABLED,
     ENFORCED_LEVELS,
     FIRED,
+    HOLD,
     LEVELS,
+    NOTIFY,
     SHADOW,
+    STOP,
     SUPPRESSED,
-    FireDecision,
 )
-from engine.timefmt import iso_ms
 
 if TYPE_CHECKING:
     from engine.rules.fires import Fire
@@ -167,32 +172,32 @@ class Authority:
 
 def decide_level(rule: RuleLike, authority: Authority) -> tuple[str, list[str]]:
     """The level a rule may act at under ``authority`` and the reasons for it."""
-    level = rule.level if rule.level in LEVELS else "annotate"
+    level = rule.level if rule.level in LEVELS else ANNOTATE
     reasons: list[str] = []
     if rule.level not in LEVELS:
-        reasons.append(f"unknown level {rule.level!r} treated as annotate")
+        reasons.append(f"unknown level {rule.level!r} treated as {ANNOTATE}")
     if level in ENFORCED_LEVELS:
         enforced, why = authority.enforcement(rule.name, rule.hash)
         if enforced:
             reasons.append(f"level {level}: {why}")
         else:
-            reasons.append(f"level {level} capped at notify: {why}")
-            level = "notify"
+            reasons.append(f"level {level} capped at {CAP_LEVEL}: {why}")
+            level = CAP_LEVEL
     else:
         reasons.append(f"level {level}")
-    if level in ("notify", "hold"):
-        if authority.action("notify"):
+    if level in (NOTIFY, HOLD):
+        if authority.action(NOTIFY):
             reasons.append("notify action configured in [memory.rules.actions]")
         else:
             reasons.append("no notify action configured: recorded only")
-    if level == "hold":
+    if level == HOLD:
         reasons.append("rule_hold: new runs of the target are refused until released")
-    if level == "stop":
+    if level == STOP:
         reasons.append(
             "rule_stop: "
             + (
                 "stop action configured"
-                if authority.action("stop")
+                if authority.action(STOP)
                 else "no stop action configured: recorded only"
             )
         )
@@ -331,7 +336,7 @@ class Lifecycle:
         if self.is_disabled(rule.name):
             return FireDecision(
                 DISABLED,
-                "annotate",
+                ANNOTATE,
                 (f"`{rule.name}` is in [memory.rules] disable of {self.authority.source}",),
             )
         self.note_loaded(rule, seq, now_ms)
@@ -508,16 +513,16 @@ class LifecycleHooks:
         d = self.lifecycle.decide_fire(rule, target, seq, now_ms)
         if d.status == FIRED:
             harness = str(row.get("harness") or target or "")
-            if d.effective_level in ("notify", "hold", "stop"):
+            if d.effective_level in ACTION_FOR_LEVEL:
                 self._context[(rule.name, seq, target)] = (
                     harness,
                     render_message(rule.message, row),
                 )
-            if d.effective_level == "stop" and row.get("run") and harness:
+            if d.effective_level == STOP and row.get("run") and harness:
                 self._stop_runs[(rule.name, seq)] = (harness, str(row.get("run")))
             # Live: an active stored hold for the pair already covers this fire.
             if (
-                d.effective_level == "hold"
+                d.effective_level == HOLD
                 and harness
                 and (
                     self.conn is None
@@ -580,7 +585,7 @@ class LifecycleHooks:
         self.simulated = SimulatedHolds()
         for f in fires:
             stopped = self._stop_runs.get((f.rule, f.seq))
-            if f.status == FIRED and f.effective_level == "stop" and stopped is not None:
+            if f.status == FIRED and f.effective_level == STOP and stopped is not None:
                 message = next(
                     (
                         m

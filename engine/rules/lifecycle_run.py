@@ -25,8 +25,8 @@ from engine.rules.lifecycle import (
     LifecycleHooks,
     LifecycleState,
 )
-from engine.rules.vocab import FIRED
 from engine.timefmt import iso_ms
+from engine.vocab import FIRED
 
 if TYPE_CHECKING:
     from engine.rules.fires import Fire

@@ -35,6 +35,7 @@ from engine.rules.model import (
     SourceKind,
 )
 from engine.rules.prefilter import derive
+from engine.vocab import ENFORCED_LEVELS
 from engine.yamlsrc import MAX_BYTES, LocDict, LocList, decode_source, parse_yaml
 
 RULE_KEYS = ("name", "description", "on", "when", "level", "target", "cooldown", "message")
@@ -238,7 +239,7 @@ class _RuleBuilder:
         compiled = None
         if when is not None and on is not None:
             compiled = self._compile_when(when, on, m.where_value("when"), prefix + "when")
-        if level in ("hold", "stop"):
+        if level in ENFORCED_LEVELS:
             self.warnings.append(
                 Diagnostic(
                     f"{name} is a {level} rule: it {ENFORCE_WARNING}",

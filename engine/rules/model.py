@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 from engine.errors import Diagnostic
 from engine.journal.rows import COLUMNS
-from engine.rules.vocab import LEVELS as LEVELS  # re-exported: the loader checks `level`
+from engine.vocab import LEVELS as LEVELS  # re-exported: the loader checks `level`
 
 SourceKind = Literal["starter", "policy", "file"]
 PrimitiveFn = Literal["count", "distinct", "exists"]

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.errors import Diagnostic, InputError, Location
-from engine.rules.vocab import LEVELS as LEVELS  # the console draws each level word
+from engine.vocab import LEVELS as LEVELS  # the console draws each level word
 
 #: Filter keys the `/` box accepts (``rule:NAME level:hold status:shadow harness:h1``).
 FILTER_KEYS = ("rule", "level", "status", "harness")

@@ -27,8 +27,8 @@ from engine.rules.backtest import BacktestResult, Progress, resolve_range
 from engine.rules.lifecycle import Authority, EnforceEntry
 from engine.rules.lifecycle_run import backtest_with_lifecycle
 from engine.rules.model import CompiledRule
-from engine.rules.vocab import ENFORCED_LEVELS, FIRED, SUPPRESSED
 from engine.timefmt import minute_ms
+from engine.vocab import ENFORCED_LEVELS, FIRED, STOP, SUPPRESSED
 
 #: Hex digits in the pin the view proposes (the loader accepts 4 or more).
 PIN_DIGITS = 12
@@ -218,7 +218,7 @@ def simulate_enforced(
             for h, c, r, _rule in releases
         )
         holds.append(WouldHold(str(span["harness"]), start, end, span.get("duration_ms"), released))
-    stops = [f for f in result.fires if f.status == FIRED and f.effective_level == "stop"]
+    stops = [f for f in result.fires if f.status == FIRED and f.effective_level == STOP]
     harnesses = sorted({h.harness for h in holds} | {f.target for f in stops})
     return PromotionReport(
         result=result,

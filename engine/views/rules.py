@@ -21,8 +21,8 @@ from engine.rules.loader import default_sources, load_rules
 from engine.rules.model import LoadResult as LoadResult  # what the Rules pane keeps
 from engine.rules.model import Rule
 from engine.rules.sources import keep_last_good as keep_last_good  # the console reads it here
-from engine.rules.vocab import ENFORCED_LEVELS
 from engine.timefmt import iso_ms_precise
+from engine.vocab import ENFORCED_LEVELS
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from engine.rules.vocab import FIRED
-from engine.rules.vocab import LEVELS as LEVELS  # the console draws each level word
 from engine.views.fleet import harness_names
+from engine.vocab import FIRED
+from engine.vocab import LEVELS as LEVELS  # the console draws each level word
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS

@@ -87,6 +87,8 @@ HOOK_ENGINE = {
     "engine.timefmt",
     "engine.views",
     "engine.views.store_schema",
+    # the config names its actions after the levels (constants only: it imports nothing)
+    "engine.vocab",
 }
 #: A call that journals rows (PostToolUse) also loads the writer.
 WRITER = {"engine.journal.lines", "engine.journal.writer", "engine.store.txn"}

@@ -24,7 +24,7 @@ from textual.message import Message
 import console
 import engine
 from console.app import PANES
-from engine.rules.vocab import LEVELS
+from engine.vocab import LEVELS
 from tests.conftest import ROOT
 from tests.test_layering import _lint_imports
 

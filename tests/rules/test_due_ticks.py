@@ -19,11 +19,10 @@ import pytest
 from engine.config import RulesConfig
 from engine.fleet.sim import write_fleet
 from engine.rules.backtest import resolve_range
-from engine.rules.hooks import RowView
+from engine.rules.hooks import FireDecision, RowView
 from engine.rules.lifecycle import Authority, Lifecycle, LifecycleHooks
 from engine.rules.lifecycle_run import backtest_with_lifecycle
 from engine.rules.model import CompiledRule, Rule
-from engine.rules.vocab import FireDecision
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal, rule_from_text, starter
 from tests.rules.test_lifecycle_equivalence import policy_rules

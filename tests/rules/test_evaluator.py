@@ -13,11 +13,10 @@ import pytest
 from engine.config import RulesConfig
 from engine.rules.evaluator import LiveEvaluator, RowEvaluator, fast_host_for, read_cursor
 from engine.rules.fires import Fire, list_fires
-from engine.rules.hooks import DefaultHooks, RowView
+from engine.rules.hooks import DefaultHooks, FireDecision, RowView
 from engine.rules.host_sql import SqlHost
 from engine.rules.loader import compile_rule_text
 from engine.rules.model import CompiledRule, EvalResult, Rule
-from engine.rules.vocab import FireDecision
 from engine.store.db import connect
 
 INSERT = (

@@ -1,0 +1,133 @@
+"""Each shared word has one home, and a test here fails when it is restated elsewhere (issue 20).
+
+The scans read the code of ``engine/`` and ``console/`` (string constants and
+calls, never docstrings or comments) and each is shown to catch a
+restatement written into a throwaway tree, so a scan that silently stopped
+looking would fail too:
+
+- level words (``annotate``, ``notify``, ``hold``, ``stop``) come only from
+  :mod:`engine.vocab`; a word that is spelled the same but is not a level is
+  listed in :data:`NOT_LEVELS` with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.vocab import LEVELS
+from tests.conftest import ROOT
+
+SCANNED = ("engine", "console")
+
+
+def _sources(root: Path) -> Iterator[tuple[str, ast.Module]]:
+    for package in SCANNED:
+        for path in sorted((root / package).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                yield path.relative_to(root).as_posix(), ast.parse(path.read_text("utf-8"))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ids of every docstring node (module, class and function)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def _identifier_lists(tree: ast.Module) -> set[int]:
+    """Strings of ``__slots__``/``__match_args__``/``__all__``: attribute names, not words."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("__slots__", "__match_args__", "__all__")
+            for t in node.targets
+        ):
+            found.update(id(n) for n in ast.walk(node.value) if isinstance(n, ast.Constant))
+    return found
+
+
+def _strings(tree: ast.Module) -> Iterator[tuple[str, ast.Constant]]:
+    """Every string constant of the code with the name of the function (or class) around it."""
+    skip = _docstrings(tree) | _identifier_lists(tree)
+
+    def walk(node: ast.AST, scope: str) -> Iterator[tuple[str, ast.Constant]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                yield from walk(child, child.name)
+            elif isinstance(child, ast.Constant):
+                if isinstance(child.value, str) and id(child) not in skip:
+                    yield scope, child
+            else:
+                yield from walk(child, scope)
+
+    yield from walk(tree, "<module>")
+
+
+# -- level words --------------------------------------------------------------
+
+LEVEL_HOME = "engine/vocab.py"
+_QUOTED_LEVEL = re.compile(r"""['"](""" + "|".join(LEVELS) + r""")['"]""")
+
+#: Strings spelled like a level that are not one: (path, function, word) -> why.
+NOT_LEVELS: dict[tuple[str, str, str], str] = {
+    # `harness holds release --json` prints {"ok": true, "hold": {...}}: the key names the row.
+    ("engine/cli/cmd_holds.py", "cmd_release", "hold"): "the JSON key of the released hold",
+    # The timeline's status line counts hold rows ("3 holds"), a noun.
+    ("console/panes/timeline.py", "_status", "hold"): "the noun counted in the status line",
+    # The gate's decisions (free, deny, block, stop) are metrics labels and agent verdicts:
+    # a closed set of their own, not levels (a hold-level fire is a deny or a block, and the
+    # loop guard stops a run without any rule level). Their one home is engine/serve/verdict.py.
+    ("engine/serve/verdict.py", "<module>", "stop"): "the gate's decision label",
+}
+
+
+def level_restatements(root: Path) -> tuple[list[str], set[tuple[str, str, str]]]:
+    """Level words written outside :data:`LEVEL_HOME`, and the allow-list entries that matched."""
+    found: list[str] = []
+    allowed: set[tuple[str, str, str]] = set()
+    for path, tree in _sources(root):
+        if path == LEVEL_HOME:
+            continue
+        for scope, node in _strings(tree):
+            text = str(node.value)
+            words = [text] if text in LEVELS else _QUOTED_LEVEL.findall(text)
+            for word in words:
+                key = (path, scope, word)
+                if key in NOT_LEVELS:
+                    allowed.add(key)
+                else:
+                    found.append(f"{path}:{node.lineno} ({scope}): {word!r}")
+    return found, allowed
+
+
+def test_level_words_come_only_from_the_vocabulary() -> None:
+    found, allowed = level_restatements(ROOT)
+    assert found == [], "import the level from engine.vocab instead:\n" + "\n".join(found)
+    assert allowed == set(NOT_LEVELS), f"stale NOT_LEVELS entries: {set(NOT_LEVELS) - allowed}"
+
+
+def test_the_level_scan_catches_a_restated_level(tmp_path: Path) -> None:
+    _write(
+        tmp_path / "engine" / "views" / "x.py",
+        '"""A view."""\n'
+        "def f(level, conn):\n"
+        '    """The docstring may say hold."""\n'
+        '    if level == "hold":\n'
+        "        conn.execute(\"SELECT * FROM rule_fires WHERE effective_level = 'stop'\")\n",
+    )
+    _write(tmp_path / "engine" / "vocab.py", 'HOLD = "hold"\n')
+    _write(tmp_path / "console" / "app.py", "class A:\n    __slots__ = ('stop',)\n")
+    found, _ = level_restatements(tmp_path)
+    assert found == ["engine/views/x.py:4 (f): 'hold'", "engine/views/x.py:5 (f): 'stop'"]
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
