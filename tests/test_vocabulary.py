@@ -7,7 +7,9 @@ looking would fail too:
 
 - level words (``annotate``, ``notify``, ``hold``, ``stop``) come only from
   :mod:`engine.vocab`; a word that is spelled the same but is not a level is
-  listed in :data:`NOT_LEVELS` with the reason.
+  listed in :data:`NOT_LEVELS` with the reason;
+- journal time is formatted only in :mod:`engine.timefmt` (one function per
+  format): nothing else calls ``strftime``, ``fromtimestamp``, ``isoformat`` …
 """
 
 from __future__ import annotations
@@ -126,6 +128,58 @@ def test_the_level_scan_catches_a_restated_level(tmp_path: Path) -> None:
     _write(tmp_path / "console" / "app.py", "class A:\n    __slots__ = ('stop',)\n")
     found, _ = level_restatements(tmp_path)
     assert found == ["engine/views/x.py:4 (f): 'hold'", "engine/views/x.py:5 (f): 'stop'"]
+
+
+# -- date and time formats ------------------------------------------------------
+
+TIME_HOME = "engine/timefmt.py"
+#: The calls that turn an instant into text (or into the datetime that is then formatted).
+FORMATTERS = frozenset(
+    {"strftime", "fromtimestamp", "utcfromtimestamp", "isoformat", "ctime", "asctime"}
+    | {"gmtime", "localtime"}
+)
+
+
+def time_formatting(root: Path) -> list[str]:
+    """Calls of a formatter outside :data:`TIME_HOME`."""
+    found = []
+    for path, tree in _sources(root):
+        if path == TIME_HOME:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in FORMATTERS:
+                found.append(f"{path}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module in ("datetime", "time"):
+                found.extend(
+                    f"{path}:{node.lineno}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name in FORMATTERS
+                )
+    return found
+
+
+def test_time_is_formatted_only_in_timefmt() -> None:
+    found = time_formatting(ROOT)
+    assert found == [], "add the format to engine/timefmt.py and call it:\n" + "\n".join(found)
+
+
+def test_the_time_scan_catches_a_format_written_elsewhere(tmp_path: Path) -> None:
+    _write(
+        tmp_path / "engine" / "views" / "x.py",
+        "from datetime import UTC, datetime\n"
+        "from time import strftime\n"
+        "def f(ms):\n"
+        "    return datetime.fromtimestamp(ms / 1000, UTC).strftime('%H')\n"
+        "def g(d):\n"
+        "    return d.isoformat(), datetime.fromisoformat('2026-01-01')\n",
+    )
+    _write(tmp_path / "engine" / "timefmt.py", "import time\nX = time.strftime('%Y')\n")
+    assert sorted(time_formatting(tmp_path)) == [
+        "engine/views/x.py:2: from time import strftime",
+        "engine/views/x.py:4: .fromtimestamp",
+        "engine/views/x.py:4: .strftime",
+        "engine/views/x.py:6: .isoformat",
+    ]
 
 
 def _write(path: Path, text: str) -> None:

@@ -297,13 +297,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def format_row(row: tuple[Any, ...]) -> str:
     """One row as a line: seq, ISO time, type, then the non-empty columns."""
-    from datetime import UTC, datetime
-
     from engine.journal.rows import COLUMNS
+    from engine.timefmt import iso_ms_precise_z
 
-    when = datetime.fromtimestamp(row[1] / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    when = iso_ms_precise_z(row[1])
     rest = " ".join(f"{c}={v}" for c, v in zip(COLUMNS[4:], row[4:], strict=True) if v is not None)
-    return f"{row[0]:>9} {when}Z {row[3]:<16} {rest}".rstrip()
+    return f"{row[0]:>9} {when} {row[3]:<16} {rest}".rstrip()
 
 
 def cmd_tail(args: argparse.Namespace) -> int:

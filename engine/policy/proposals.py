@@ -10,7 +10,6 @@ hand-written harness.toml, which nothing here reads for writing.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import sqlite3
 import time
@@ -212,7 +211,3 @@ def update_backtest(conn: sqlite3.Connection, proposal_id: int, summary: dict[st
 
 def set_branch(conn: sqlite3.Connection, proposal_id: int, branch: str) -> None:
     conn.execute("UPDATE rule_proposals SET branch = ? WHERE id = ?", (branch, proposal_id))
-
-
-def day_of(at_ms: int) -> str:
-    return _dt.datetime.fromtimestamp(at_ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d")

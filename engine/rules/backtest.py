@@ -43,7 +43,7 @@ from engine.rules.model import CompiledRule
 from engine.rules.ranges import SeqRange, resolve_range
 from engine.rules.replay import Mode, ReplayPlan, plan_replay
 from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex
-from engine.timefmt import iso_ms
+from engine.timefmt import day_ms, iso_ms
 
 __all__ = [
     "BacktestResult",
@@ -92,7 +92,7 @@ class BacktestResult:
 
     def per_day(self) -> list[tuple[str, str, int]]:
         """(UTC date, rule, fires) sorted by date then rule."""
-        counts = Counter((_day(f.at), f.rule) for f in self.fires)
+        counts = Counter((day_ms(f.at), f.rule) for f in self.fires)
         return sorted((d, r, n) for (d, r), n in counts.items())
 
     def per_rule(self) -> dict[str, int]:
@@ -207,11 +207,6 @@ def _lifecycle_lines(summary: Any) -> list[str]:
     if len(spans) > 50:
         lines.append(f"  … and {len(spans) - 50} more hold spans (use --json)")
     return lines
-
-
-def _day(at_ms: int) -> str:
-    """The UTC date of a journal time (the date part of :func:`iso_ms`, memoised per day)."""
-    return iso_ms(at_ms).partition("T")[0]
 
 
 # -- the replay --------------------------------------------------------------------------
