@@ -9,7 +9,10 @@ looking would fail too:
   :mod:`engine.vocab`; a word that is spelled the same but is not a level is
   listed in :data:`NOT_LEVELS` with the reason;
 - journal time is formatted only in :mod:`engine.timefmt` (one function per
-  format): nothing else calls ``strftime``, ``fromtimestamp``, ``isoformat`` …
+  format): nothing else calls ``strftime``, ``fromtimestamp``, ``isoformat`` …;
+- transactions begin, commit and roll back only in :mod:`engine.store.txn`: no
+  other module passes ``BEGIN IMMEDIATE`` (or ``BEGIN``, ``COMMIT``, ``ROLLBACK``,
+  ``SAVEPOINT``) to ``execute`` (docstrings may still explain them).
 """
 
 from __future__ import annotations
@@ -179,6 +182,64 @@ def test_the_time_scan_catches_a_format_written_elsewhere(tmp_path: Path) -> Non
         "engine/views/x.py:4: .fromtimestamp",
         "engine/views/x.py:4: .strftime",
         "engine/views/x.py:6: .isoformat",
+    ]
+
+
+# -- transactions ----------------------------------------------------------------
+
+TXN_HOME = "engine/store/txn.py"
+_TXN_STATEMENT = re.compile(r"^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE)\b", re.I)
+_EXECUTE = frozenset({"execute", "executemany", "executescript"})
+
+
+def _sql_text(node: ast.expr) -> str | None:
+    """The text of a string constant, or the leading text of an f-string."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _sql_text(node.values[0])
+    return None
+
+
+def hand_written_transactions(root: Path) -> list[str]:
+    """``execute`` calls outside :data:`TXN_HOME` whose SQL begins or ends a transaction."""
+    found = []
+    for path, tree in _sources(root):
+        if path == TXN_HOME:
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _EXECUTE
+                and node.args
+                and (text := _sql_text(node.args[0])) is not None
+                and (m := _TXN_STATEMENT.match(text))
+            ):
+                found.append(f"{path}:{node.lineno}: {m.group(1).upper()}")
+    return found
+
+
+def test_transactions_are_written_only_in_txn() -> None:
+    found = hand_written_transactions(ROOT)
+    assert found == [], "use engine.store.txn (immediate, snapshot …):\n" + "\n".join(found)
+
+
+def test_the_transaction_scan_catches_a_hand_written_one(tmp_path: Path) -> None:
+    _write(
+        tmp_path / "engine" / "rules" / "x.py",
+        '"""Docstrings may say BEGIN IMMEDIATE."""\n'
+        "def f(conn, n):\n"
+        "    conn.execute('BEGIN IMMEDIATE')\n"
+        "    conn.execute(f'SAVEPOINT s{n}')\n"
+        "    conn.execute('SELECT 1')\n"
+        '    conn.execute("  commit")\n',
+    )
+    _write(tmp_path / "engine" / "store" / "txn.py", "def f(c):\n    c.execute('BEGIN')\n")
+    assert sorted(hand_written_transactions(tmp_path)) == [
+        "engine/rules/x.py:3: BEGIN",
+        "engine/rules/x.py:4: SAVEPOINT",
+        "engine/rules/x.py:6: COMMIT",
     ]
 
 

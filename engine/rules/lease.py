@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from engine.store.txn import immediate_unless_open
+
 if TYPE_CHECKING:
     from engine.config import RulesConfig
     from engine.rules.model import CompiledRule
@@ -202,23 +204,19 @@ class Lease:
     def try_acquire(self) -> bool:
         """Acquire or renew the lease; return whether this process holds it."""
         now = self.clock()
-        own_tx = not self.conn.in_transaction
-        if own_tx:
-            self.conn.execute("BEGIN IMMEDIATE")
         try:
-            info = current_lease(self.conn)
-            if self._may_take(info, now):
-                acquired = now if info is None or info.holder != self.holder else info.acquired_at
-                self._write(acquired, now)
-                self.held = True
-                self._renewed_at = now
-            else:
-                self.held = False
-            if own_tx:
-                self.conn.execute("COMMIT")
+            with immediate_unless_open(self.conn):
+                info = current_lease(self.conn)
+                if self._may_take(info, now):
+                    acquired = (
+                        now if info is None or info.holder != self.holder else info.acquired_at
+                    )
+                    self._write(acquired, now)
+                    self.held = True
+                    self._renewed_at = now
+                else:
+                    self.held = False
         except BaseException:
-            if own_tx and self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
             self.held = False
             raise
         return self.held

@@ -127,18 +127,16 @@ def migrate(conn: sqlite3.Connection, migrations: tuple[Migration, ...] | None =
         )
     by_version = {step.version: step for step in steps}
     number = version + 1
+    if number in by_version:
+        # here, not at the top: a hook call on a migrated store never loads it
+        from engine.store.txn import immediate
     while number in by_version:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             # Re-check under the write lock: another process may have migrated.
             if current_version(conn) < number:
                 for statement in _statements(by_version[number].sql):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {number}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         number = max(number, current_version(conn)) + 1
     return current_version(conn)
 
