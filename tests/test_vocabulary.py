@@ -12,13 +12,19 @@ looking would fail too:
   format): nothing else calls ``strftime``, ``fromtimestamp``, ``isoformat`` …;
 - transactions begin, commit and roll back only in :mod:`engine.store.txn`: no
   other module passes ``BEGIN IMMEDIATE`` (or ``BEGIN``, ``COMMIT``, ``ROLLBACK``,
-  ``SAVEPOINT``) to ``execute`` (docstrings may still explain them).
+  ``SAVEPOINT``) to ``execute`` (docstrings may still explain them);
+- a module name has one meaning: a name (give or take a plural ``s``) repeats
+  only as a read model of the same thing (``engine/views/X.py`` importing the
+  engine module or package ``X`` it shows, ``console/panes/X.py`` importing
+  that view) or from :data:`SHARED_NAMES`, each entry with its reason.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -240,6 +246,137 @@ def test_the_transaction_scan_catches_a_hand_written_one(tmp_path: Path) -> None
         "engine/rules/x.py:3: BEGIN",
         "engine/rules/x.py:4: SAVEPOINT",
         "engine/rules/x.py:6: COMMIT",
+    ]
+
+
+# -- module names --------------------------------------------------------------
+
+VIEWS, PANES = "engine/views/", "console/panes/"
+
+#: Names several modules carry on purpose, each meaning the same kind of thing in its package.
+SHARED_NAMES: dict[str, str] = {
+    # engine/{journal,policy,rules,skillspec}/schema.py: each package's own tables (or the
+    # SkillSpec file's schema), registered with the store's migrations by their owner.
+    "schema": "each package's own schema",
+    # engine/errors.py, engine/journal/errors.py, console/errors.py: each layer's exceptions.
+    "errors": "each package's own exception types",
+    # engine/serve/metrics.py (serve's counters) and engine/rules/metrics.py (the store's
+    # figures): the two halves of one /metrics page.
+    "metrics": "the figures a process reports",
+    # engine/serve/app.py (serve's aiohttp app) and console/app.py (the Textual app).
+    "app": "a process's application object",
+    # engine/cli/skillspec.py is the `skillspec` program, over the engine/skillspec package.
+    "skillspec": "the SkillSpec checker and its program",
+}
+
+#: Read models that show their owner's rows by SQL instead of importing the owner's module.
+READS_BY_SQL: dict[str, str] = {
+    # Pages rule_fires, the rows engine/rules/fires.py writes, keyset by keyset.
+    "engine/views/fires.py": "engine/rules/fires.py",
+    # Summarises the harnesses of the fleet (engine/fleet simulates one) from the journal.
+    "engine/views/fleet.py": "engine/fleet",
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (``from a import b`` counts ``a`` and ``a.b``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def _dotted(relative: str) -> str:
+    return relative.removesuffix(".py").replace("/", ".")
+
+
+def _name_groups(root: Path) -> dict[str, list[str]]:
+    """Modules and packages of engine/ and console/ by name, a plural ``s`` dropped."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for package in SCANNED:
+        for path in sorted((root / package).rglob("*")):
+            if "__pycache__" in path.parts:
+                continue
+            if path.is_dir():
+                name = path.name
+            elif path.suffix == ".py" and path.name != "__init__.py":
+                name = path.stem
+            else:
+                continue
+            key = name[:-1] if name.endswith("s") else name
+            groups[key].append(path.relative_to(root).as_posix())
+    return groups
+
+
+def _name_problems(root: Path, key: str, paths: list[str]) -> list[str]:
+    owners = [p for p in paths if not p.startswith((VIEWS, PANES))]
+    views = [p for p in paths if p.startswith(VIEWS)]
+    problems = []
+    if len(owners) > 1:
+        problems.append(f"{key}: {' and '.join(sorted(owners))} mean different things")
+    for view in views:
+        shown = owners[0] if owners else None
+        if shown is None or READS_BY_SQL.get(view) == shown:
+            continue
+        target = _dotted(shown)
+        if not any(m == target or m.startswith(target + ".") for m in _imports(root / view)):
+            problems.append(f"{key}: {view} does not import {target}, so it is not its view")
+    for pane in (p for p in paths if p.startswith(PANES)):
+        wanted = {_dotted(v) for v in views}
+        if not wanted & _imports(root / pane):
+            problems.append(f"{key}: {pane} does not import a view of its name")
+    return problems
+
+
+def name_clashes(root: Path) -> tuple[list[str], set[str]]:
+    """Names with more than one meaning, and the :data:`SHARED_NAMES` entries that were used."""
+    found: list[str] = []
+    shared: set[str] = set()
+    for key, paths in sorted(_name_groups(root).items()):
+        if len(paths) < 2:
+            continue
+        if key.removesuffix("s") in {n.removesuffix("s") for n in SHARED_NAMES}:
+            shared.update(n for n in SHARED_NAMES if n.removesuffix("s") == key)
+            continue
+        found.extend(_name_problems(root, key, paths))
+    return found, shared
+
+
+def test_each_module_name_has_one_meaning() -> None:
+    found, shared = name_clashes(ROOT)
+    assert found == [], "rename one of them:\n" + "\n".join(found)
+    assert shared == set(SHARED_NAMES), f"stale SHARED_NAMES: {set(SHARED_NAMES) - shared}"
+
+
+def _tree_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "tree"
+    for package in SCANNED:
+        shutil.copytree(
+            ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    return copy
+
+
+def test_the_name_scan_catches_the_names_issue_20_fixed(tmp_path: Path) -> None:
+    """gate/gates, hooks/hooks and live/live each fail again if they come back."""
+    copy = _tree_copy(tmp_path)
+    assert name_clashes(copy)[0] == []
+    gates = next(p for p in _name_groups(copy)["gate"] if p.endswith("gates.py"))
+    hooks = next(p for p in _name_groups(copy)["hook"] if p.endswith("hooks.py"))
+    _write(copy / "engine" / "serve" / "gate.py", '"""Answers hooks."""\n')
+    _write(copy / "engine" / "serve" / "hooks.py", '"""Claude Code payloads."""\n')
+    _write(copy / "engine" / "fleet" / "live.py", '"""The fleet in real time."""\n')
+    _write(copy / "console" / "panes" / "acting.py", '"""Not built on engine.views.acting."""\n')
+    found, _ = name_clashes(copy)
+    assert found == [
+        "acting: console/panes/acting.py does not import a view of its name",
+        f"gate: {' and '.join(sorted([gates, 'engine/serve/gate.py']))} mean different things",
+        f"hook: {' and '.join(sorted([hooks, 'engine/serve/hooks.py']))} mean different things",
+        "live: engine/views/live.py does not import engine.fleet.live, so it is not its view",
     ]
 
 
