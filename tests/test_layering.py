@@ -51,7 +51,12 @@ def test_no_engine_source_mentions_textual_import() -> None:
 
 
 def test_command_groups_without_subcommand_print_their_own_help() -> None:
-    for argv in (["skillspec", "trace"], ["skillspec", "imports"], ["harness", "policy"]):
+    groups = ("policy", "holds", "journal", "rules")
+    for argv in (
+        ["skillspec", "trace"],
+        ["skillspec", "imports"],
+        *(["harness", g] for g in groups),
+    ):
         mod = "engine.cli.skillspec" if argv[0] == "skillspec" else "engine.cli.harness"
         out = subprocess.run(
             [sys.executable, "-m", mod, *argv[1:]], cwd=ROOT, capture_output=True, text=True

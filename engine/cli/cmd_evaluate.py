@@ -25,15 +25,13 @@ from typing import Any
 from engine.cli.common import EXIT_OK, print_json
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("evaluate", help="Evaluate rules over the journal, headless.")
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--follow", action="store_true", help="keep evaluating rows as they commit")
     p.add_argument("--store", metavar="PATH")
     p.add_argument("--json", action="store_true", help="JSON summary (JSON lines with --follow)")
     p.add_argument(
         "--policy", metavar="DIR", action="append", default=[], help="extra rule directory"
     )
-    p.set_defaults(handler=cmd_evaluate)
 
 
 def _fire_line(fire: Any, as_json: bool) -> str:

@@ -300,8 +300,7 @@ def rule_file_check(cfg: HarnessConfig) -> Check:
     The evaluator skips a rule file it cannot load and keeps running, so a
     broken policy edit would otherwise only show up as a rule that never fires.
     """
-    from engine.rules.lint import policy_dir_problems
-    from engine.rules.sources import load_rule_set, rule_sources
+    from engine.rules.sources import load_rule_set, policy_dir_problems, rule_sources
 
     res = load_rule_set(rule_sources(cfg), cfg)
     missing = policy_dir_problems(cfg)

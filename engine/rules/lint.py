@@ -20,7 +20,7 @@ from engine.config import HarnessConfig
 from engine.errors import Diagnostic, Location
 from engine.rules.loader import RULE_SUFFIXES, load_rules
 from engine.rules.model import LoadResult, SourceKind
-from engine.rules.sources import rule_sources
+from engine.rules.sources import policy_dir_problems, rule_sources
 from engine.yamlsrc import MAX_BYTES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -63,33 +63,6 @@ def named_file_problem(path: Path, name: str) -> Diagnostic | None:
 
 def _unreadable(name: str, reason: str) -> Diagnostic:
     return Diagnostic(f"cannot lint: {reason}", Location(name), code="io")
-
-
-def policy_dir_problems(config: HarnessConfig) -> list[Diagnostic]:
-    """Warnings for configured policy repos whose path or rules/ dir is missing.
-
-    The loader only sees directories that exist, so without this a typo in
-    ``[policy_repo.X] path`` would silently load no policy rules at all.
-    """
-    out = []
-    for repo in config.policy_repos:
-        rules = repo.path / "rules"
-        if not repo.path.is_dir():
-            msg = f"policy repo `{repo.name}`: {repo.path} does not exist (not synced yet?)"
-        elif not rules.is_dir():
-            msg = f"policy repo `{repo.name}`: no rules/ directory in {repo.path}"
-        else:
-            continue
-        out.append(
-            Diagnostic(
-                msg,
-                Location(str(config.source) if config.source else None),
-                path=f"policy_repo.{repo.name}.path",
-                severity="warning",
-                code="policy_repo",
-            )
-        )
-    return out
 
 
 def lint_sources(

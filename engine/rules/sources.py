@@ -4,10 +4,10 @@ Every command that evaluates, lints, backtests or shows rules must load the
 same set the acting evaluator loads, or a backtest would not reproduce live
 fires and ``rules list`` would show rules nobody runs. So the answer lives
 here: the starter pack, then each configured policy repo's ``rules/`` (those
-that exist; :func:`engine.rules.lint.policy_dir_problems` reports the
-missing ones), then each ``--policy`` directory, a later rule of the same
-name overriding an earlier one. A ``--policy`` that is not a directory is
-refused here, with one message, for every command.
+that exist; :func:`policy_dir_problems` reports the missing ones), then each
+``--policy`` directory, a later rule of the same name overriding an earlier
+one. A ``--policy`` that is not a directory is refused here, with one
+message, for every command.
 
 The acting process (``harness serve``, ``harness evaluate --follow``) follows
 those files and ``harness.toml`` with :class:`FollowedRules`: a change reloads
@@ -62,6 +62,46 @@ def rule_sources(config: HarnessConfig, policy: Sequence[str] = ()) -> RuleSourc
 def load_rule_set(sources: RuleSources, config: HarnessConfig) -> LoadResult:
     """Load ``sources`` in order (see :func:`engine.rules.loader.load_rules`)."""
     return load_rules(sources.dirs, config.rules)
+
+
+def load_listed(config: HarnessConfig, policy: Sequence[str] = ()) -> LoadResult:
+    """The rules a command lists, shows or mines, with a warning per missing policy repo.
+
+    :func:`load_rule_set` of :func:`rule_sources`, plus :func:`policy_dir_problems`
+    among the warnings: a command that shows rules says why a repo's are absent.
+    """
+    result = load_rule_set(rule_sources(config, policy), config)
+    missing = policy_dir_problems(config)
+    if not missing:
+        return result
+    return LoadResult(result.rules, result.errors, (*result.warnings, *missing))
+
+
+def policy_dir_problems(config: HarnessConfig) -> list[Diagnostic]:
+    """Warnings for configured policy repos whose path or rules/ dir is missing.
+
+    The loader only sees directories that exist, so without this a typo in
+    ``[policy_repo.X] path`` would silently load no policy rules at all.
+    """
+    out = []
+    for repo in config.policy_repos:
+        rules = repo.path / "rules"
+        if not repo.path.is_dir():
+            msg = f"policy repo `{repo.name}`: {repo.path} does not exist (not synced yet?)"
+        elif not rules.is_dir():
+            msg = f"policy repo `{repo.name}`: no rules/ directory in {repo.path}"
+        else:
+            continue
+        out.append(
+            Diagnostic(
+                msg,
+                Location(str(config.source) if config.source else None),
+                path=f"policy_repo.{repo.name}.path",
+                severity="warning",
+                code="policy_repo",
+            )
+        )
+    return out
 
 
 def keep_last_good(previous: LoadResult | None, new: LoadResult) -> LoadResult:
