@@ -162,48 +162,16 @@ class _RuleBuilder:
         return value
 
     def build(self, m: Any, where: Location, prefix: str) -> CompiledRule | None:
+        """The compiled rule of mapping ``m``, or None with every problem in :attr:`errors`."""
         if not isinstance(m, LocDict):
             self.err("a rule must be a mapping", where, prefix.rstrip("."), "schema")
             return None
         before = len(self.errors)
-        for key in m:
-            if key not in RULE_KEYS:
-                self.err(
-                    f"unknown key `{key}`",
-                    m.where(key),
-                    prefix + str(key),
-                    "unknown_key",
-                    "expected one of: " + ", ".join(RULE_KEYS),
-                )
-        for key in REQUIRED_KEYS:
-            if key not in m:
-                self.err(f"missing required key `{key}`", m.pos, prefix + key, "missing_key")
-        name = self._string(m, "name", prefix)
-        if name is not None and not NAME_RE.match(name):
-            self.err(
-                f"name {name!r} is not an identifier (letters, digits, _; at most 64)",
-                m.where_value("name"),
-                prefix + "name",
-                "name",
-            )
+        self._check_keys(m, prefix)
+        name = self._name(m, prefix)
         description = self._string(m, "description", prefix) or ""
-        on = self._string(m, "on", prefix)
-        if on is not None and on not in KIND_NAMES:
-            self.err(
-                f"`on` must be one of {', '.join(KIND_NAMES)}, got {on!r}",
-                m.where_value("on"),
-                prefix + "on",
-                "on",
-            )
-            on = None
-        level = self._string(m, "level", prefix)
-        if level is not None and level not in LEVELS:
-            self.err(
-                f"`level` must be one of {', '.join(LEVELS)}, got {level!r}",
-                m.where_value("level"),
-                prefix + "level",
-                "level",
-            )
+        on = self._on(m, prefix)
+        level = self._level(m, prefix)
         target = self._string(m, "target", prefix)
         fields = KIND_FIELDS.get(on or "", ())
         if target is not None and on is not None and target not in fields:
@@ -214,47 +182,18 @@ class _RuleBuilder:
                 "target",
                 "fields: " + ", ".join(fields),
             )
-        cooldown_ms = 0
-        cooldown = self._string(m, "cooldown", prefix)
-        if cooldown is not None:
-            try:
-                cooldown_ms = parse_duration_ms(cooldown)
-            except DurationError as exc:
-                self.err(str(exc), m.where_value("cooldown"), prefix + "cooldown", "cooldown")
-        message = self._string(m, "message", prefix) or ""
-        names, brace_err = _placeholders(message)
-        if brace_err:
-            self.err(brace_err, m.where_value("message"), prefix + "message", "message")
-        if on is not None:
-            for ph in names:
-                if ph not in fields:
-                    self.err(
-                        f"message placeholder {{{ph}}} is not a field of {on} events",
-                        m.where_value("message"),
-                        prefix + "message",
-                        "message",
-                        "fields: " + ", ".join(fields),
-                    )
+        cooldown_ms = self._cooldown_ms(m, prefix)
+        message = self._message(m, prefix, on, fields)
         when = self._string(m, "when", prefix)
         compiled = None
         if when is not None and on is not None:
             compiled = self._compile_when(when, on, m.where_value("when"), prefix + "when")
         if level in ENFORCED_LEVELS:
-            self.warnings.append(
-                Diagnostic(
-                    f"{name} is a {level} rule: it {ENFORCE_WARNING}",
-                    m.where_value("level"),
-                    path=prefix + "level",
-                    severity="warning",
-                    code="not_enforced",
-                    hint=f'add "{name}" to [memory.rules] enforce to let it {level}',
-                )
-            )
+            self._warn_not_enforced(m, prefix, name, level)
         if len(self.errors) > before or compiled is None:
             return None
         assert name is not None and level is not None and target is not None and when is not None
         expr, canon, normalized, report, guard, prefilter = compiled
-        specs, static_cost, base_cost = report.primitives, report.static_cost, report.base_cost
         rule = Rule(
             name=name,
             description=description,
@@ -269,11 +208,102 @@ class _RuleBuilder:
             text=self.text,
             hash=semantic_hash(on or "", canon, level, target, cooldown_ms),
             normalized_when=normalized,
-            static_cost=static_cost,
-            primitives=specs,
+            static_cost=report.static_cost,
+            primitives=report.primitives,
         )
-        runner = self.env.make_runner(on or "", expr, base_cost, self.config.cost_limit, guard)
+        cost_limit = self.config.cost_limit
+        runner = self.env.make_runner(on or "", expr, report.base_cost, cost_limit, guard)
         return CompiledRule(rule, runner, prefilter)
+
+    def _check_keys(self, m: LocDict, prefix: str) -> None:
+        """Unknown keys, then missing required ones."""
+        for key in m:
+            if key not in RULE_KEYS:
+                self.err(
+                    f"unknown key `{key}`",
+                    m.where(key),
+                    prefix + str(key),
+                    "unknown_key",
+                    "expected one of: " + ", ".join(RULE_KEYS),
+                )
+        for key in REQUIRED_KEYS:
+            if key not in m:
+                self.err(f"missing required key `{key}`", m.pos, prefix + key, "missing_key")
+
+    def _name(self, m: LocDict, prefix: str) -> str | None:
+        name = self._string(m, "name", prefix)
+        if name is not None and not NAME_RE.match(name):
+            self.err(
+                f"name {name!r} is not an identifier (letters, digits, _; at most 64)",
+                m.where_value("name"),
+                prefix + "name",
+                "name",
+            )
+        return name
+
+    def _on(self, m: LocDict, prefix: str) -> str | None:
+        """The event kind, or None when absent or not a kind (its fields are then unknown)."""
+        on = self._string(m, "on", prefix)
+        if on is not None and on not in KIND_NAMES:
+            self.err(
+                f"`on` must be one of {', '.join(KIND_NAMES)}, got {on!r}",
+                m.where_value("on"),
+                prefix + "on",
+                "on",
+            )
+            return None
+        return on
+
+    def _level(self, m: LocDict, prefix: str) -> str | None:
+        level = self._string(m, "level", prefix)
+        if level is not None and level not in LEVELS:
+            self.err(
+                f"`level` must be one of {', '.join(LEVELS)}, got {level!r}",
+                m.where_value("level"),
+                prefix + "level",
+                "level",
+            )
+        return level
+
+    def _cooldown_ms(self, m: LocDict, prefix: str) -> int:
+        cooldown = self._string(m, "cooldown", prefix)
+        if cooldown is None:
+            return 0
+        try:
+            return parse_duration_ms(cooldown)
+        except DurationError as exc:
+            self.err(str(exc), m.where_value("cooldown"), prefix + "cooldown", "cooldown")
+            return 0
+
+    def _message(self, m: LocDict, prefix: str, on: str | None, fields: tuple[str, ...]) -> str:
+        """The message template; its braces balanced and each placeholder a field of ``on``."""
+        message = self._string(m, "message", prefix) or ""
+        names, brace_err = _placeholders(message)
+        if brace_err:
+            self.err(brace_err, m.where_value("message"), prefix + "message", "message")
+        if on is not None:
+            for ph in names:
+                if ph not in fields:
+                    self.err(
+                        f"message placeholder {{{ph}}} is not a field of {on} events",
+                        m.where_value("message"),
+                        prefix + "message",
+                        "message",
+                        "fields: " + ", ".join(fields),
+                    )
+        return message
+
+    def _warn_not_enforced(self, m: LocDict, prefix: str, name: str | None, level: str) -> None:
+        self.warnings.append(
+            Diagnostic(
+                f"{name} is a {level} rule: it {ENFORCE_WARNING}",
+                m.where_value("level"),
+                path=prefix + "level",
+                severity="warning",
+                code="not_enforced",
+                hint=f'add "{name}" to [memory.rules] enforce to let it {level}',
+            )
+        )
 
     def _compile_when(self, when: str, on: str, start: Location, path: str) -> Any:
         if not when.strip():
