@@ -11,7 +11,7 @@ It is a foundation: it imports nothing at all (not even ``dataclasses``), so
 every floor may use it, the config included, and the ``harness hook`` cold
 start pays nothing for it. What a match becomes (:class:`FireDecision`) is the
 rules' own type and lives with the hooks that return it
-(:mod:`engine.rules.hooks`).
+(:mod:`engine.rules.evaluation.hooks`).
 """
 
 from __future__ import annotations

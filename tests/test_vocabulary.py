@@ -271,8 +271,8 @@ SHARED_NAMES: dict[str, str] = {
 
 #: Read models that show their owner's rows by SQL instead of importing the owner's module.
 READS_BY_SQL: dict[str, str] = {
-    # Pages rule_fires, the rows engine/rules/fires.py writes, keyset by keyset.
-    "engine/views/fires.py": "engine/rules/fires.py",
+    # Pages rule_fires, the rows engine/rules/evaluation/fires.py writes, keyset by keyset.
+    "engine/views/fires.py": "engine/rules/evaluation/fires.py",
     # Summarises the harnesses of the fleet (engine/fleet simulates one) from the journal.
     "engine/views/fleet.py": "engine/fleet",
 }

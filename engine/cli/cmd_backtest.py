@@ -21,7 +21,7 @@ from engine.config import HarnessConfig, load_config, resolve_store
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
 
 if TYPE_CHECKING:
-    from engine.rules.model import CompiledRule
+    from engine.rules.language.model import CompiledRule
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def resolve_rules(
     A file that fails to load is an error naming its file:line:col; a name
     is looked up in starter_rules/, the policy repos and ``--policy`` dirs.
     """
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.language.loader import default_sources, load_rules
 
     for d in extra_dirs:
         if not Path(d).expanduser().is_dir():
@@ -165,10 +165,10 @@ def _write_json(result: Any) -> None:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from engine.rules.backtest import resolve_range
-    from engine.rules.lifecycle import Authority
-    from engine.rules.lifecycle_run import backtest_with_lifecycle
-    from engine.rules.sources import policy_dir_problems
+    from engine.rules.authority.lifecycle import Authority
+    from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+    from engine.rules.evaluation.backtest import resolve_range
+    from engine.rules.language.sources import policy_dir_problems
     from engine.store.db import connect
 
     config = load_config()
@@ -193,7 +193,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
             )
         finally:
             stop_bar()
-        from engine.rules.parity import compare_live
+        from engine.rules.evaluation.parity import compare_live
 
         parity = compare_live(conn, result)
         result.extra["parity"] = parity.to_json()

@@ -23,7 +23,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from engine.rules.fire_explain import explain_fire
+    from engine.rules.evaluation.fire_explain import explain_fire
     from engine.store.db import connect
 
     config = load_config()

@@ -86,7 +86,7 @@ def _existing_store(args: argparse.Namespace) -> Path:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.rules.holds import list_holds
+    from engine.rules.authority.holds import list_holds
     from engine.store.db import connect
     from engine.timefmt import iso_ms
 
@@ -124,7 +124,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.rules.holds import check_admission
+    from engine.rules.authority.holds import check_admission
     from engine.store.db import connect
 
     result = check_admission(connect(_existing_store(args)), args.harness)

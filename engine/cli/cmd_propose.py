@@ -120,7 +120,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
     import sys
 
     from engine.policy.miner import MINER_NAMES, mine
-    from engine.rules.sources import load_listed
+    from engine.rules.language.sources import load_listed
     from engine.store.db import connect
 
     config = load_config()

@@ -46,7 +46,7 @@ def lint_arguments(p: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
     """Config and the rules that ``list`` and ``show`` show (see ``sources.load_listed``)."""
     from engine.config import load_config
-    from engine.rules.sources import load_listed
+    from engine.rules.language.sources import load_listed
 
     config = load_config()
     return config, load_listed(config, args.policy)
@@ -297,7 +297,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_lint(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
     from engine.config import load_config
-    from engine.rules.lint import format_json, format_sarif, format_text, run_lint
+    from engine.rules.language.lint import format_json, format_sarif, format_text, run_lint
 
     fmt = "json" if args.json else args.format
     args.json = fmt == "json"  # so an unreadable PATH is a JSON error on stdout too

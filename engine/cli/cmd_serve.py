@@ -32,7 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import sys
 
     from engine.config import load_config, resolve_store
-    from engine.rules.sources import FollowedRules, load_rule_set, rule_sources
+    from engine.rules.language.sources import FollowedRules, load_rule_set, rule_sources
     from engine.serve.server import parse_listen, run
     from engine.store.db import connect
 

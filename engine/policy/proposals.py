@@ -18,8 +18,8 @@ from typing import Any
 
 from engine.config import RulesConfig
 from engine.errors import CheckFailed, Diagnostic, Location
-from engine.rules.loader import compile_rule_file
-from engine.rules.model import CompiledRule
+from engine.rules.language.loader import compile_rule_file
+from engine.rules.language.model import CompiledRule
 from engine.vocab import CAP_LEVEL, ENFORCED_LEVELS
 from engine.yamlsrc import LocDict, parse_yaml
 

@@ -22,7 +22,7 @@ from typing import Any
 from engine.config import PolicyRepo
 from engine.policy.gitops import PolicyError, check_branch, check_remote, git
 from engine.policy.proposals import PreparedRule
-from engine.rules.backtest import BacktestResult, resolve_range, run_backtest
+from engine.rules.evaluation.backtest import BacktestResult, resolve_range, run_backtest
 from engine.timefmt import DAY_MS, day_ms
 
 NEVER_FIRED = (

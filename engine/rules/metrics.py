@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.rules.lease import LeaseInfo, current_lease, wall_ms
+from engine.rules.authority.lease import LeaseInfo, current_lease, wall_ms
 from engine.store.txn import snapshot
 
 

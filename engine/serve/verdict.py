@@ -21,8 +21,8 @@ import sqlite3
 from typing import Final
 
 from engine.record import Record
-from engine.rules.holds import Hold, active_holds
-from engine.rules.stops import RunStop, stop_for_run
+from engine.rules.authority.holds import Hold, active_holds
+from engine.rules.authority.stops import RunStop, stop_for_run
 
 #: Decisions, as metrics labels: free; deny (a tool), block (a prompt); stop (a run).
 #: A vocabulary of its own, not the rule levels of engine.vocab: a hold-level fire becomes a

@@ -3,7 +3,7 @@
 One global sequence: migration N runs once, in order, inside one transaction
 that also bumps ``user_version`` to N, so a crash mid-migration leaves the
 previous version intact. Each owning package keeps its SQL beside its code
-(``engine.journal.schema``, ``engine.rules.schema``, ...) and hands it to the
+(``engine.journal.schema``, ``engine.rules.evaluation.schema``, ...) and hands it to the
 store with :func:`register_migration` when its schema module is imported; the
 store never imports the packages above it. Whatever opens a store for the
 full schema (the ``harness`` program, the console, the test suite) first

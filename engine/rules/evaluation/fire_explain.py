@@ -18,11 +18,11 @@ from typing import Any
 
 from engine.durations import format_duration_ms
 from engine.errors import InputError
-from engine.rules.evaluator import row_view
-from engine.rules.fires import Fire, get_fire
-from engine.rules.host_sql import SqlHost, StoreReadError
-from engine.rules.model import CallRecord
-from engine.rules.window import ROW_SELECT
+from engine.rules.evaluation.evaluator import row_view
+from engine.rules.evaluation.fires import Fire, get_fire
+from engine.rules.evaluation.host_sql import SqlHost, StoreReadError
+from engine.rules.evaluation.window import ROW_SELECT
+from engine.rules.language.model import CallRecord
 from engine.timefmt import iso_ms_precise
 
 MAX_SEQS = 200

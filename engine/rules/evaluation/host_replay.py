@@ -1,15 +1,15 @@
 """A backtest's primitive host: the window index for fed shapes, SQL for the others.
 
-Why: :mod:`engine.rules.replay` decides per aggregate shape whether a replay
+Why: :mod:`engine.rules.evaluation.replay` decides per aggregate shape whether a replay
 feeds the window index or asks SQL (on the journal's indexes, or on a copy of
-the shape's rows, :mod:`engine.rules.shape_tables`). This host routes each
+the shape's rows, :mod:`engine.rules.evaluation.shape_tables`). This host routes each
 call accordingly. A shape answered by SQL is never fed, so a replay reads
 none of its rows for it.
 
 It answers exactly as the window index would: SQL counts what the index
 would hold (rows with ``seq <=`` the row's and ``at > now - window``, see
-:mod:`engine.rules.aggsql`), and a selector value outside a shape's literal
-filter is refused with :class:`~engine.rules.window.SelectorNotIndexed`, as
+:mod:`engine.rules.evaluation.aggsql`), and a selector value outside a shape's literal
+filter is refused with :class:`~engine.rules.evaluation.window.SelectorNotIndexed`, as
 the window index refuses it, instead of being answered.
 """
 
@@ -19,9 +19,9 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.rules.evaluator import FastHost
-from engine.rules.host_sql import SqlHost
-from engine.rules.window import SelectorNotIndexed, Shape
+from engine.rules.evaluation.evaluator import FastHost
+from engine.rules.evaluation.host_sql import SqlHost
+from engine.rules.evaluation.window import SelectorNotIndexed, Shape
 
 ShapeKey = tuple[tuple[str, ...], str | None, int]
 

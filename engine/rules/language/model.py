@@ -1,11 +1,11 @@
 """The rule vocabulary every part of Fleet Rules shares: kinds, fields, levels, results.
 
-The loader (``engine.rules.loader``) produces :class:`CompiledRule` objects;
+The loader (``engine.rules.language.loader``) produces :class:`CompiledRule` objects;
 the evaluator, backtest, explain, lint and the console only consume them. One
 definition of the per-kind fields keeps the CEL type declarations, the message
 template check, the ``target`` check and the journal columns from drifting.
 
-Entry points live in ``engine.rules.loader`` (``load_rules``,
+Entry points live in ``engine.rules.language.loader`` (``load_rules``,
 ``compile_rule_text``); they are not re-exported here so this module stays
 import-light and free of the CEL runtime.
 """
@@ -158,7 +158,7 @@ class CompiledRule:
     def __init__(self, rule: Rule, runner: Runner, prefilter: object = None) -> None:
         self.rule = rule
         self._runner = runner
-        #: The :class:`engine.rules.prefilter.Prefilter` the loader derived from the
+        #: The :class:`engine.rules.language.prefilter.Prefilter` the loader derived from the
         #: checked AST (None: derived on first use by ``prefilter.for_rule``).
         self.prefilter = prefilter
 

@@ -6,15 +6,15 @@ every row its selector can match; for a selector with no literal ``type``
 the journal, and for ``{"path": event.path, "type": "file_edited"}`` every
 file_edited row, each read into Python. SQL answers the same question from
 the window alone, on a journal index that leads with the selector's keys or
-on a copy of the shape's rows indexed for it (:mod:`engine.rules.shape_tables`),
+on a copy of the shape's rows indexed for it (:mod:`engine.rules.evaluation.shape_tables`),
 at the price of a query per call, and can test a rule's gate
-(:mod:`engine.rules.gates`) inside the query that reads its candidates, so
+(:mod:`engine.rules.language.gates`) inside the query that reads its candidates, so
 rows failing the threshold never reach Python. Which is cheaper depends on
 how many rows a feed needs and how many calls the rules make, so
 :func:`plan_replay` estimates both from index-only counts and picks per shape.
 
 The choice changes the cost, never the result: SQL counts exactly what the
-window index would hold (:mod:`engine.rules.aggsql`, and a test holds the SQL
+window index would hold (:mod:`engine.rules.evaluation.aggsql`, and a test holds the SQL
 host equal to the window index), and an SQL gate is exactly the gate the
 evaluator tests.
 """
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.rules.aggsql import (
+from engine.rules.evaluation.aggsql import (
     Indexes,
     gate_predicate,
     gate_value,
@@ -34,13 +34,13 @@ from engine.rules.aggsql import (
     index_keys,
     journal_indexes,
 )
-from engine.rules.evaluator import FastHost
-from engine.rules.gates import Gate
-from engine.rules.host_replay import ReplayHost, ShapeKey, shape_key
-from engine.rules.model import KIND_NAMES, CompiledRule
-from engine.rules.prefilter import Clause, Condition, Term, for_rule
-from engine.rules.shape_tables import ShapeTable, shape_table
-from engine.rules.window import Shape, group_filters, plan_rule
+from engine.rules.evaluation.evaluator import FastHost
+from engine.rules.evaluation.host_replay import ReplayHost, ShapeKey, shape_key
+from engine.rules.evaluation.shape_tables import ShapeTable, shape_table
+from engine.rules.evaluation.window import Shape, group_filters, plan_rule
+from engine.rules.language.gates import Gate
+from engine.rules.language.model import KIND_NAMES, CompiledRule
+from engine.rules.language.prefilter import Clause, Condition, Term, for_rule
 
 #: ``auto`` compares costs; ``sql`` prefers SQL on the journal's indexes, ``table``
 #: copies of the shapes' rows, ``window`` the fed window index (the plain replay).

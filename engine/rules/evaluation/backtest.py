@@ -1,17 +1,17 @@
 """Backtest: replay stored rows through the live evaluator, with fresh state, writing nothing.
 
 Why it is trustworthy: it is not a second implementation. It builds the same
-:class:`~engine.rules.evaluator.RowEvaluator` the live evaluator uses, feeds
+:class:`~engine.rules.evaluation.evaluator.RowEvaluator` the live evaluator uses, feeds
 it the same rows in seq order (``now`` = each row's ``at``), and never lets a
 primitive see a row after the one evaluated. Rows from before the range that
 still fall inside the longest window are fed to the window index first (not
 evaluated), exactly what the live evaluator's index held at that point.
 
 Cost follows the rows a rule can match: only candidate rows are read (see
-:mod:`engine.rules.prefilter`): rows some rule's proven condition admits, rows
+:mod:`engine.rules.language.prefilter`): rows some rule's proven condition admits, rows
 the window index keeps, and rows of the kinds the fire hooks watch (ticks, for
 holds). Any other row would be evaluated by no rule and counted by no
-aggregate, so skipping it changes no fire. :mod:`engine.rules.replay` chooses
+aggregate, so skipping it changes no fire. :mod:`engine.rules.evaluation.replay` chooses
 how each aggregate is answered (the fed window index, or SQL on an index or on
 a shape table, for selectors that would otherwise need every row fed) and
 which rule gates SQL tests before a row is read; every choice gives the same
@@ -32,17 +32,17 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from engine.rules.backtest_json import fire_json, json_bytes, json_text
-from engine.rules.candidates import CandidatePlan, candidate_plan
-from engine.rules.evaluator import EvalHost, RowEvaluator, RuleError
-from engine.rules.fires import Fire
-from engine.rules.hook_rows import HookRows
-from engine.rules.hooks import DefaultHooks, FireHooks
-from engine.rules.host_replay import ReplayHost
-from engine.rules.model import CompiledRule
-from engine.rules.ranges import SeqRange, resolve_range
-from engine.rules.replay import Mode, ReplayPlan, plan_replay
-from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex
+from engine.rules.evaluation.backtest_json import fire_json, json_bytes, json_text
+from engine.rules.evaluation.candidates import CandidatePlan, candidate_plan
+from engine.rules.evaluation.evaluator import EvalHost, RowEvaluator, RuleError
+from engine.rules.evaluation.fires import Fire
+from engine.rules.evaluation.hook_rows import HookRows
+from engine.rules.evaluation.hooks import DefaultHooks, FireHooks
+from engine.rules.evaluation.host_replay import ReplayHost
+from engine.rules.evaluation.ranges import SeqRange, resolve_range
+from engine.rules.evaluation.replay import Mode, ReplayPlan, plan_replay
+from engine.rules.evaluation.window import COL, COLUMNS, ROW_SELECT, WindowIndex
+from engine.rules.language.model import CompiledRule
 from engine.timefmt import day_ms, iso_ms
 
 __all__ = [
@@ -224,7 +224,7 @@ def candidate_plan_for(
     """The rows a replay of ``rules`` must read (every row unless the host is the window index).
 
     Rows of the hooks' kinds are not among them when the hooks say when they
-    are due: those are read on demand (see :mod:`engine.rules.hook_rows`).
+    are due: those are read on demand (see :mod:`engine.rules.evaluation.hook_rows`).
     """
     filters = host.feed_filters() if isinstance(host, WindowIndex) else None
     kinds = frozenset() if _on_demand_kinds(hooks) else hooks.row_kinds
@@ -259,7 +259,7 @@ def run_backtest(
     """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches.
 
     With ``prefilter`` (the default) only candidate rows are read: rows some
-    rule's prefilter admits (and, where :func:`~engine.rules.replay.plan_replay`
+    rule's prefilter admits (and, where :func:`~engine.rules.evaluation.replay.plan_replay`
     chose to test them in SQL, whose gates pass), rows the window index keeps
     and rows of the kinds the fire hooks watch (ticks, for holds), merged in
     seq order; aggregates not worth feeding are answered by SQL on an index.

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.rules.model import CallRecord
+from engine.rules.language.model import CallRecord
 
 
 @dataclass(frozen=True, slots=True)

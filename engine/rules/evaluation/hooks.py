@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Protocol
 from engine.vocab import CAP_LEVEL, ENFORCED_LEVELS, FIRED
 
 if TYPE_CHECKING:
-    from engine.rules.fires import Fire
-    from engine.rules.model import Rule
+    from engine.rules.evaluation.fires import Fire
+    from engine.rules.language.model import Rule
 
 #: The row the hooks see: pinned journal column names to values (absent = None).
 RowView = Mapping[str, object]

@@ -26,8 +26,8 @@ from typing import Final
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, InputError, Location
 from engine.record import Record
-from engine.rules.loader import default_sources, load_rules
-from engine.rules.model import CompiledRule, LoadResult, SourceKind
+from engine.rules.language.loader import default_sources, load_rules
+from engine.rules.language.model import CompiledRule, LoadResult, SourceKind
 
 
 class RuleSources(Record):
@@ -60,7 +60,7 @@ def rule_sources(config: HarnessConfig, policy: Sequence[str] = ()) -> RuleSourc
 
 
 def load_rule_set(sources: RuleSources, config: HarnessConfig) -> LoadResult:
-    """Load ``sources`` in order (see :func:`engine.rules.loader.load_rules`)."""
+    """Load ``sources`` in order (see :func:`engine.rules.language.loader.load_rules`)."""
     return load_rules(sources.dirs, config.rules)
 
 

@@ -15,7 +15,7 @@ field compared with string literals cannot error), and CEL's ``false && x`` is
 false whatever ``x`` does, so skipping the row changes no result. For the same
 reason two more kinds of top-level conjunct are kept beside the conditions:
 *exclusions* ``event.F != "lit"`` (the row must not hold the literal) and the
-aggregate *gates* of :mod:`engine.rules.gates`. Anything else (negation,
+aggregate *gates* of :mod:`engine.rules.language.gates`. Anything else (negation,
 ternaries, functions, non-literal operands, ``has()``, fields that are not
 indexed string columns) adds nothing: the rule is then evaluated on every row
 of its kind, as before. Nothing is guessed. When conditions, exclusions and
@@ -24,10 +24,10 @@ gates are all a rule's conjuncts (:attr:`Prefilter.complete`), they decide it.
 An absent column reads as ``""`` in CEL (the row view drops NULL and ``""``),
 so a literal ``""`` admits NULL too, in Python and in SQL alike.
 
-:class:`Term` is a prefilter's SQL form; :mod:`engine.rules.candidates` turns
+:class:`Term` is a prefilter's SQL form; :mod:`engine.rules.evaluation.candidates` turns
 the terms of a rule set (plus the rows the window index and the fire hooks
 need) into queries over the journal's indexes, which
-:mod:`engine.rules.backtest` reads merged in seq order.
+:mod:`engine.rules.evaluation.backtest` reads merged in seq order.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.rules.celast import Node
-from engine.rules.gates import Gate, derive_gates
-from engine.rules.model import SELECTOR_KEYS, CompiledRule
+from engine.rules.language.celast import Node
+from engine.rules.language.gates import Gate, derive_gates
+from engine.rules.language.model import SELECTOR_KEYS, CompiledRule
 
 #: Indexed string columns a condition may name (the selector keys).
 _FIELDS = frozenset(SELECTOR_KEYS)
@@ -52,7 +52,7 @@ class Prefilter:
 
     ``conditions`` is sorted by column; an empty tuple means every row of the
     kind. A condition with no values means no row can match. ``gates`` are
-    the rule's aggregate thresholds (:mod:`engine.rules.gates`), which the
+    the rule's aggregate thresholds (:mod:`engine.rules.language.gates`), which the
     evaluator tests before CEL and a backtest may test in SQL.
     """
 
@@ -153,8 +153,8 @@ def for_rule(cr: CompiledRule) -> Prefilter:
         return attached
     rule = cr.rule
     try:
-        from engine.rules.celast import decode_checked
-        from engine.rules.celenv import default_environment
+        from engine.rules.language.celast import decode_checked
+        from engine.rules.language.celenv import default_environment
 
         expr, errors = default_environment().compile(rule.on, rule.when)
         if expr is None or errors:
@@ -237,7 +237,7 @@ class Term:
     """Rows where every ``column IN values`` holds (``""`` also admits NULL) and every extra.
 
     ``extra`` holds SQL conditions a row must also meet: the gates of a rule
-    a backtest tests in SQL (see :mod:`engine.rules.candidates`).
+    a backtest tests in SQL (see :mod:`engine.rules.evaluation.candidates`).
     """
 
     conditions: tuple[Condition, ...]

@@ -5,9 +5,9 @@ of that row and the stored history before it, so a backtest reproduces live
 fires exactly. This module makes that structural: :class:`RowEvaluator` takes
 rows in seq order, with ``now`` = the row's ``at`` (there is no wall clock
 here), a primitive host that has seen exactly the rows up to this one, and a
-:class:`~engine.rules.hooks.FireHooks`. :class:`LiveEvaluator` drives it
+:class:`~engine.rules.evaluation.hooks.FireHooks`. :class:`LiveEvaluator` drives it
 from the persisted cursor and commits fires with the cursor in one
-transaction; :mod:`engine.rules.backtest` drives it over a range of stored
+transaction; :mod:`engine.rules.evaluation.backtest` drives it over a range of stored
 rows with fresh state and writes nothing.
 
 A rule whose evaluation errors or exceeds its budget is disabled alone, with
@@ -24,13 +24,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.rules.fires import Fire, insert_fires
-from engine.rules.gates import Gate, GateCheck, gate_record, make_check
-from engine.rules.hooks import DefaultHooks, FireHooks
-from engine.rules.model import CompiledRule, EvalResult, Rule
-from engine.rules.prefilter import for_rule
-from engine.rules.schema import LIVE_CURSOR
-from engine.rules.window import COL, COLUMNS, ROW_SELECT, WindowIndex, plan_rule
+from engine.rules.evaluation.fires import Fire, insert_fires
+from engine.rules.evaluation.hooks import DefaultHooks, FireHooks
+from engine.rules.evaluation.schema import LIVE_CURSOR
+from engine.rules.evaluation.window import COL, COLUMNS, ROW_SELECT, WindowIndex, plan_rule
+from engine.rules.language.gates import Gate, GateCheck, gate_record, make_check
+from engine.rules.language.model import CompiledRule, EvalResult, Rule
+from engine.rules.language.prefilter import for_rule
 from engine.store.txn import immediate
 
 ACTIVE = "active"
@@ -91,7 +91,7 @@ class _Entry:
     guard_vals: frozenset[str] = frozenset()
     # ``event.F != "lit"`` conjuncts: (column, values that make the rule false).
     exclusions: tuple[tuple[int, frozenset[str]], ...] = ()
-    # Aggregate thresholds tested before CEL (see engine.rules.gates).
+    # Aggregate thresholds tested before CEL (see engine.rules.language.gates).
     gates: tuple[GateCheck, ...] = ()
     # Set when the guards and gates are the whole condition: they decide the rule, and
     # a row passing them matches with these gates' calls (no CEL needed).
@@ -113,13 +113,13 @@ def fast_host_for(rules: Iterable[CompiledRule]) -> FastHost:
 
 @dataclass
 class RowEvaluator:
-    """Feeds rows (tuples in :data:`~engine.rules.window.COLUMNS` order) and yields fires.
+    """Feeds rows (tuples in :data:`.window.COLUMNS` order) and yields fires.
 
     ``disabled`` maps rule names to the error that disabled them; it starts
     with whatever the caller restored and grows as rules fail. Rules are
     dispatched by (kind, type) with their static guards applied first, so a
     row no rule can match costs a dict lookup; then a rule's exclusions and
-    aggregate gates (:mod:`engine.rules.gates`) are tested on the row tuple,
+    aggregate gates (:mod:`engine.rules.language.gates`) are tested on the row tuple,
     and a rule they prove false costs no CEL activation. ``evaluations``
     counts the rules decided past that point (by CEL, or by their guards and
     gates alone when those are the whole condition).

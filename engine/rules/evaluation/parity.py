@@ -23,9 +23,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.rules.backtest import BacktestResult
-from engine.rules.evaluator import read_cursor
-from engine.rules.fires import Fire, list_fires
+from engine.rules.evaluation.backtest import BacktestResult
+from engine.rules.evaluation.evaluator import read_cursor
+from engine.rules.evaluation.fires import Fire, list_fires
 
 #: How many differences a parity report lists (the count is always exact).
 MAX_DIFFERENCES = 50

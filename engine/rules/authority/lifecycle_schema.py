@@ -81,7 +81,7 @@ CREATE TABLE evaluator_lease (
 MIGRATION = register_migration(3, "lifecycle", SCHEMA_V1)
 
 #: Migration 8: the lease row says who acts (``role``: serve, evaluate or console) and
-#: with which rules (``ruleset``: ``engine.rules.lease.ruleset_digest``), so a console can
+#: with which rules (``ruleset``: ``engine.rules.authority.lease.ruleset_digest``), so a console can
 #: say who acts on a store. Registered by ``engine.views.store_schema`` with the full
 #: schema (as 6 and 7 are), not on import.
 SCHEMA_LEASE_ROLE = """

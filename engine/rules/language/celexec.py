@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from engine.rules.celast import AstDecodeError, CheckedAst, Node, read_varint, walk
-from engine.rules.model import KINDS, MAX_PRIMITIVE_CALLS, PRIMITIVES
+from engine.rules.language.celast import AstDecodeError, CheckedAst, Node, read_varint, walk
+from engine.rules.language.model import KINDS, MAX_PRIMITIVE_CALLS, PRIMITIVES
 
 #: How a site obtains one value: a literal, a row column, or a cut-out program (node id).
 ValueSource = tuple[str, object]

@@ -6,7 +6,7 @@ backtest more than all its rules: each was read, merged with the candidates,
 turned into a row view and handed to a lifecycle that had nothing to do. A
 tick only matters to the lifecycle while something is due (a rule version not
 yet noted, a simulated hold that a tick may release; see
-:meth:`engine.rules.lifecycle.LifecycleHooks.due`), so a backtest reads those
+:meth:`engine.rules.authority.lifecycle.LifecycleHooks.due`), so a backtest reads those
 rows on demand: while the hooks are due, the ticks between one candidate row
 and the next are read (through the ``(kind, type)`` index, in seq order) and
 processed first; while they are not, none is read.
@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
-from engine.rules.window import ROW_SELECT
+from engine.rules.evaluation.window import ROW_SELECT
 
 
 class HookRows:

@@ -17,7 +17,7 @@ of evaluations, on any number of threads.
 
 Why the runner does not evaluate the program the user's text compiled to:
 cel-expr-python leaks every argument it converts for a Python function, so
-:mod:`engine.rules.celexec` rewrites each primitive call into a
+:mod:`engine.rules.language.celexec` rewrites each primitive call into a
 zero-argument call whose Python side rebuilds the arguments (see there).
 The user's program is still what is type-checked, validated and hashed.
 """
@@ -34,9 +34,9 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from engine.rules.celast import AstDecodeError, decode_checked
-from engine.rules.celexec import SitePlan, plan_sites, program_roots, rewrite_checked
-from engine.rules.model import (
+from engine.rules.language.celast import AstDecodeError, decode_checked
+from engine.rules.language.celexec import SitePlan, plan_sites, program_roots, rewrite_checked
+from engine.rules.language.model import (
     KINDS,
     MAX_PRIMITIVE_CALLS,
     PRIMITIVE_COST,
@@ -360,7 +360,7 @@ class CelEnvironment:
 
         ``base_cost`` is the static cost of everything but the primitives; the
         runtime budget charges it up front, then 100 per primitive call.
-        ``guard`` (see :func:`engine.rules.celast.type_guard`) lets rows of
+        ``guard`` (see :func:`engine.rules.language.celast.type_guard`) lets rows of
         other types be rejected without entering CEL. The event message and
         ``now`` are cached per thread, keyed by the row's field values, so the
         rules of one kind evaluated on one row build them once.

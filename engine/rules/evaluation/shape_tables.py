@@ -8,11 +8,11 @@ from the table. Copying just the shape's rows (its literal ``kind``/``type``
 filter over the replayed range and the longest window before it) into a
 temporary table indexed on the selector keys then ``at`` costs one pass in C,
 after which each query is a short index range and a rule's gate on the shape
-can be tested in SQL before its rows are read (:mod:`engine.rules.replay`).
+can be tested in SQL before its rows are read (:mod:`engine.rules.evaluation.replay`).
 
 The copy has the journal's column names for the selector keys, ``distinct``'s
 field, ``seq`` and ``at``, with absent values stored as ``""`` (so the
-queries of :mod:`engine.rules.aggsql` mean the same there). It lives in the
+queries of :mod:`engine.rules.evaluation.aggsql` mean the same there). It lives in the
 connection's ``temp`` schema, which a read-only connection may write, and is
 dropped when the replay ends.
 """
@@ -25,8 +25,8 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from engine.rules.model import SELECTOR_KEYS
-from engine.rules.prefilter import Condition, Term
+from engine.rules.language.model import SELECTOR_KEYS
+from engine.rules.language.prefilter import Condition, Term
 
 _COUNTER = itertools.count(1)
 _ALLOWED = frozenset(SELECTOR_KEYS)

@@ -16,13 +16,13 @@ for a row, the rule is false on that row: CEL's ``&&`` is false as soon as one
 side is false, whatever the other sides do (errors included), and the loader
 bounds each rule's primitive calls by its cost limit, so no other conjunct can
 turn the result into a budget error. So the evaluator asks the gate first and
-skips the CEL evaluation when it fails (:mod:`engine.rules.evaluator`), and a
+skips the CEL evaluation when it fails (:mod:`engine.rules.evaluation.evaluator`), and a
 backtest may test a gate in SQL before a row is even read
-(:mod:`engine.rules.aggsql`), using :attr:`Gate.floor`: the least result that
+(:mod:`engine.rules.evaluation.aggsql`), using :attr:`Gate.floor`: the least result that
 can pass, when passing needs the result to reach it.
 
 A gate computes its selector exactly as the execution program's call site does
-(:func:`engine.rules.celenv._make_site`): a literal as written, ``event.F`` as
+(:func:`engine.rules.language.celenv._make_site`): a literal as written, ``event.F`` as
 the row's value, an absent value as ``""``; results saturate the same way.
 Nothing else is a gate: the rule is then decided by CEL alone, as before.
 """
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from engine.rules.celast import Node
-from engine.rules.checks import cel_window_ms
-from engine.rules.model import KINDS, PRIMITIVES, SATURATION, SELECTOR_KEYS, CallRecord
+from engine.rules.language.celast import Node
+from engine.rules.language.checks import cel_window_ms
+from engine.rules.language.model import KINDS, PRIMITIVES, SATURATION, SELECTOR_KEYS, CallRecord
 
 #: How a selector value is obtained: ("lit", the string) or ("row", a column name).
 ValueRef = tuple[str, str]

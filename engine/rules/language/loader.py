@@ -22,10 +22,16 @@ from engine.capped import CappedReadError, path_refusal, read_capped
 from engine.config import RulesConfig
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, HarnessError, Location, traceback_id
-from engine.rules.celast import AstDecodeError, canonical, decode_checked, type_guard, unparse
-from engine.rules.celenv import CelEnvironment, default_environment
-from engine.rules.checks import check_ast
-from engine.rules.model import (
+from engine.rules.language.celast import (
+    AstDecodeError,
+    canonical,
+    decode_checked,
+    type_guard,
+    unparse,
+)
+from engine.rules.language.celenv import CelEnvironment, default_environment
+from engine.rules.language.checks import check_ast
+from engine.rules.language.model import (
     KIND_FIELDS,
     KIND_NAMES,
     LEVELS,
@@ -34,7 +40,7 @@ from engine.rules.model import (
     Rule,
     SourceKind,
 )
-from engine.rules.prefilter import derive
+from engine.rules.language.prefilter import derive
 from engine.vocab import ENFORCED_LEVELS
 from engine.yamlsrc import MAX_BYTES, LocDict, LocList, decode_source, parse_yaml
 

@@ -13,7 +13,7 @@ whose value is a string literal in *every* rule that uses the shape become a
 row filter: a ``type == "restart"`` shape never touches the millions of
 ``tool_call`` rows.
 
-Semantics shared with :mod:`engine.rules.host_sql` (a test proves both agree):
+Semantics shared with :mod:`engine.rules.evaluation.host_sql` (a test proves both agree):
 an absent (NULL) column reads as ``""`` for selector matching; ``distinct``
 counts distinct non-empty values of its field; every result saturates at
 :data:`SATURATION`.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from engine.rules.model import SELECTOR_KEYS
+from engine.rules.language.model import SELECTOR_KEYS
 
 #: Every result is capped here, so a runaway selector cannot produce unbounded numbers.
 SATURATION = 1_000_000
@@ -240,7 +240,7 @@ class WindowIndex:
         """Per index, the literal filters a row must pass to be added (empty: every row).
 
         A replay that reads only some rows must still read all of these, or
-        the aggregates would undercount (see :mod:`engine.rules.prefilter`).
+        the aggregates would undercount (see :mod:`engine.rules.language.prefilter`).
         """
         return list(self._filters.values())
 
@@ -253,7 +253,7 @@ class WindowIndex:
         """The index answering this call shape and its literal filters (None: not fed here).
 
         For callers that ask the same shape on every row (the evaluator's gates,
-        :mod:`engine.rules.gates`): they build the bucket key themselves and call
+        :mod:`engine.rules.language.gates`): they build the bucket key themselves and call
         ``index.query(key, host.now_ms)``, skipping the per-call lookup. They
         must apply the filters as :meth:`_lookup` does (a value outside them is
         refused, never answered).
@@ -375,9 +375,9 @@ class RulePlan:
 
 
 def plan_rule(rule: Any) -> RulePlan:
-    """Analyse ``rule`` (a :class:`engine.rules.model.Rule`); never raises for odd input."""
+    """Analyse ``rule`` (a :class:`~.model.Rule`); never raises for odd input."""
     specs = tuple(getattr(rule, "primitives", ()))
-    from engine.rules.celast import AstDecodeError
+    from engine.rules.language.celast import AstDecodeError
 
     try:
         root = _parse(str(rule.when))
@@ -416,7 +416,7 @@ _STRING_FIELDS = frozenset(SELECTOR_KEYS)
 
 def _parse(text: str) -> Any:
     """Parse (without type checking) to the celast node tree."""
-    from engine.rules.celast import parse_expr
+    from engine.rules.language.celast import parse_expr
 
     return parse_expr(text)
 

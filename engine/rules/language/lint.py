@@ -2,7 +2,7 @@
 
 Lint must never pass a rule the daemon would then disable (seed 004, "Lint
 shares the loader"), so this module only *formats* what
-:func:`engine.rules.loader.load_rules` finds: text with carets for people,
+:func:`engine.rules.language.loader.load_rules` finds: text with carets for people,
 JSON for scripts, SARIF 2.1.0 for code-scanning UIs on the policy repo. A
 hold or stop rule gets a warning — never a grant — because only the
 operator's harness.toml can enforce it.
@@ -18,9 +18,9 @@ from typing import Any
 from engine.capped import CappedReadError, read_capped
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, Location
-from engine.rules.loader import RULE_SUFFIXES, load_rules
-from engine.rules.model import LoadResult, SourceKind
-from engine.rules.sources import policy_dir_problems, rule_sources
+from engine.rules.language.loader import RULE_SUFFIXES, load_rules
+from engine.rules.language.model import LoadResult, SourceKind
+from engine.rules.language.sources import policy_dir_problems, rule_sources
 from engine.yamlsrc import MAX_BYTES
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

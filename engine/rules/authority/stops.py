@@ -5,7 +5,7 @@ names one run, the one whose row the rule fired on, and every later call of
 that run is refused while a new run starts free. The fire row alone does not
 say which run it stopped (its event row may be pruned long before the stop
 stops mattering), so the stop is written here, in the fire's transaction, by
-:class:`engine.rules.lifecycle.LifecycleHooks`. The loop guard's stops are
+:class:`engine.rules.authority.lifecycle.LifecycleHooks`. The loop guard's stops are
 its ``loop_stopped`` journal rows, which carry the run already.
 """
 

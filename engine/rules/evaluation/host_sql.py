@@ -3,11 +3,11 @@
 Why keep it beside the fast window index: it is the independent
 implementation that explain uses to recompute a stored result (and to list
 the seqs a call counted), the naive baseline of the benchmarks, and the
-reference a test compares :class:`engine.rules.window.WindowIndex` against.
+reference a test compares :class:`engine.rules.evaluation.window.WindowIndex` against.
 Its semantics are the window index's: rows with ``seq <=`` the evaluated
 row's seq and ``at > now - window``; an absent column matches ``""``;
 ``distinct`` counts distinct non-empty values; results saturate. The clauses
-come from :mod:`engine.rules.aggsql`, which also bounds ``at <= now`` so an
+come from :mod:`engine.rules.evaluation.aggsql`, which also bounds ``at <= now`` so an
 index reads only the window (``at`` is non-decreasing in ``seq``).
 
 A sqlite error while reading is re-raised as :class:`StoreReadError` and
@@ -22,8 +22,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.rules.aggsql import window_where
-from engine.rules.model import SATURATION, SELECTOR_KEYS
+from engine.rules.evaluation.aggsql import window_where
+from engine.rules.language.model import SATURATION, SELECTOR_KEYS
 
 _ALLOWED = frozenset(SELECTOR_KEYS)
 
@@ -48,7 +48,7 @@ class SqlHost:
     def __init__(self, conn: sqlite3.Connection, table: str = "rule_journal") -> None:
         self.conn = conn
         #: The table asked: the journal, or a replay's copy of one shape's rows
-        #: (:mod:`engine.rules.shape_tables`), which has the same columns.
+        #: (:mod:`engine.rules.evaluation.shape_tables`), which has the same columns.
         self.table = table
         self.seq = 0
         self.now_ms = 0

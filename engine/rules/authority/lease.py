@@ -39,7 +39,7 @@ from engine.store.txn import immediate_unless_open
 
 if TYPE_CHECKING:
     from engine.config import RulesConfig
-    from engine.rules.model import CompiledRule
+    from engine.rules.language.model import CompiledRule
 
 DEFAULT_TTL_MS = 15_000
 
@@ -305,7 +305,7 @@ class LeaseLost(RuntimeError):
 
 
 class Stepper(Protocol):
-    """What :func:`serve` drives (``engine.rules.evaluator.LiveEvaluator`` fits)."""
+    """What :func:`serve` drives (``engine.rules.evaluation.evaluator.LiveEvaluator`` fits)."""
 
     def step(self, max_rows: int | None = None) -> object: ...
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.durations import DurationError, parse_duration_ms
-from engine.rules.celast import CheckedAst, Node, walk
-from engine.rules.model import (
+from engine.rules.language.celast import CheckedAst, Node, walk
+from engine.rules.language.model import (
     MAX_PRIMITIVE_CALLS,
     MAX_WINDOW_MS,
     PRIMITIVE_COST,

@@ -1,11 +1,11 @@
 """The journal rows a replay must read for a rule set, and the queries that read them.
 
 Why: a backtest pays for the rows it reads into Python, so it reads only rows
-some rule's prefilter admits (:mod:`engine.rules.prefilter`), rows the window
+some rule's prefilter admits (:mod:`engine.rules.language.prefilter`), rows the window
 index must be fed, and rows of the kinds the fire hooks watch. Any other row
 would be evaluated by no rule and counted by no fed aggregate.
 
-A term may also carry SQL gates (:func:`engine.rules.aggsql.gate_predicate`):
+A term may also carry SQL gates (:func:`engine.rules.evaluation.aggsql.gate_predicate`):
 a rule's aggregate threshold tested by SQLite before the row is read, so the
 rows on which the threshold fails (most of them) never reach Python.
 
@@ -23,8 +23,8 @@ from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.rules.model import CompiledRule
-from engine.rules.prefilter import Clause, Condition, Term, for_rule
+from engine.rules.language.model import CompiledRule
+from engine.rules.language.prefilter import Clause, Condition, Term, for_rule
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.config import HarnessConfig, RulesConfig
 from engine.durations import format_duration_ms
-from engine.rules.actions import ActionRequest, ActionRunner, action_for, render_message
-from engine.rules.holds import (
+from engine.rules.authority.actions import ActionRequest, ActionRunner, action_for, render_message
+from engine.rules.authority.holds import (
     Hold,
     SimulatedHolds,
     active_holds,
@@ -38,9 +38,9 @@ from engine.rules.holds import (
     reevaluate_on_tick,
     release_hold,
 )
-from engine.rules.hooks import FireDecision, RowView
-from engine.rules.lease import Lease, LeaseLost
-from engine.rules.stops import record_stop
+from engine.rules.authority.lease import Lease, LeaseLost
+from engine.rules.authority.stops import record_stop
+from engine.rules.evaluation.hooks import FireDecision, RowView
 from engine.timefmt import iso_ms
 from engine.vocab import (
     ACTION_FOR_LEVEL,
@@ -58,8 +58,8 @@ from engine.vocab import (
 )
 
 if TYPE_CHECKING:
-    from engine.rules.fires import Fire
-    from engine.rules.model import CompiledRule, Rule
+    from engine.rules.evaluation.fires import Fire
+    from engine.rules.language.model import CompiledRule, Rule
 
 ACTIVE = FIRED  # the fire acts; kept as a name for callers that say "active"
 MIN_PIN_PREFIX = 4
@@ -68,7 +68,7 @@ _NAME = re.compile(r"^[A-Za-z0-9._:-]{1,256}$")
 
 
 class RuleLike(Protocol):
-    """The parts of :class:`engine.rules.model.Rule` a decision reads."""
+    """The parts of :class:`engine.rules.language.model.Rule` a decision reads."""
 
     @property
     def name(self) -> str: ...
@@ -414,7 +414,7 @@ class Lifecycle:
 
 
 class LifecycleHooks:
-    """:class:`engine.rules.hooks.FireHooks` made of :class:`Lifecycle`, holds and actions.
+    """:class:`~.evaluation.hooks.FireHooks` made of :class:`Lifecycle`, holds and actions.
 
     Live: ``before_commit`` creates holds in the fire's transaction and
     persists lifecycle state; ``after_commit`` runs actions (at most once).
@@ -449,7 +449,7 @@ class LifecycleHooks:
         #: Returns the current (last good) authority; polled once per committed batch.
         self.watch: Callable[[], Authority] | None = None
         #: Set when a reload changed ``disable``: the evaluator must be rebuilt
-        #: (with the silenced rules left out), which :func:`engine.rules.lease.serve` does.
+        #: (with the silenced rules left out), which :func:`.lease.serve` does.
         self.needs_rebuild = False
         #: (rules, state, authority) when every active rule was last noted (see ``_note_all``).
         self._noted_for: tuple[object, object, object] | None = None

@@ -1,6 +1,6 @@
 """Wiring the lifecycle into live evaluation and backtests.
 
-Kept apart from :mod:`engine.rules.lifecycle` (the decisions) so that module
+Kept apart from :mod:`engine.rules.authority.lifecycle` (the decisions) so that module
 stays free of the evaluator and backtest imports: the decisions are pure and
 unit-tested alone; these helpers are the one place that assembles a
 ``LiveEvaluator`` or a backtest with the lifecycle hooks, so the console,
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.config import HarnessConfig, load_config
 from engine.errors import HarnessError
-from engine.rules.actions import ActionRunner
-from engine.rules.lease import Lease
-from engine.rules.lifecycle import (
+from engine.rules.authority.actions import ActionRunner
+from engine.rules.authority.lease import Lease
+from engine.rules.authority.lifecycle import (
     Authority,
     Lifecycle,
     LifecycleHooks,
@@ -29,8 +29,8 @@ from engine.timefmt import iso_ms
 from engine.vocab import FIRED
 
 if TYPE_CHECKING:
-    from engine.rules.fires import Fire
-    from engine.rules.model import CompiledRule
+    from engine.rules.evaluation.fires import Fire
+    from engine.rules.language.model import CompiledRule
 
 
 class ConfigWatch:
@@ -100,7 +100,7 @@ def open_live(
     actions run from ``[memory.rules.actions]``, and (with ``lease``) a batch
     commits only while the lease is held.
     """
-    from engine.rules.evaluator import LiveEvaluator, fast_host_for
+    from engine.rules.evaluation.evaluator import LiveEvaluator, fast_host_for
 
     watch = ConfigWatch.for_config(config)
     authority = watch.authority() if watch is not None else Authority.from_config(config)
@@ -135,7 +135,7 @@ def backtest_with_lifecycle(
     status and the simulated hold spans (from tick rows), so the report shows
     what the live evaluator would have done over the same rows.
     """
-    from engine.rules.backtest import BacktestResult, run_backtest
+    from engine.rules.evaluation.backtest import BacktestResult, run_backtest
 
     hooks = LifecycleHooks(Lifecycle(authority), rules)
     active = hooks.active_rules(rules)

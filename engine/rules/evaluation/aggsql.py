@@ -1,7 +1,7 @@
 """The primitives' window semantics as SQL on the journal's indexes (on demand and as gates).
 
-Why one module: the SQL host (:mod:`engine.rules.host_sql`) asks a primitive
-with bound values, and a backtest tests a rule's gates (:mod:`engine.rules.gates`)
+Why one module: the SQL host (:mod:`engine.rules.evaluation.host_sql`) asks a primitive
+with bound values, and a backtest tests a rule's gates (:mod:`engine.rules.language.gates`)
 inside the query that reads its candidate rows, with the candidate row's own
 columns as values. Both must mean exactly what the window index means: rows
 with ``seq <=`` the evaluated row's seq and ``at > now - window``, a selector
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.rules.gates import Gate
-from engine.rules.model import SATURATION, SELECTOR_KEYS
+from engine.rules.language.gates import Gate
+from engine.rules.language.model import SATURATION, SELECTOR_KEYS
 
 _ALLOWED = frozenset(SELECTOR_KEYS)
 
