@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli.cmd_spec_check import spec_arguments
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
 
@@ -28,6 +27,8 @@ MAX_INPUTS_BYTES = 256 * 1024 * 1024
 
 
 def test_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
     spec_arguments(p)
     p.add_argument(
         "--coverage", action="store_true", help="report rules and routes no scenario test reaches"
@@ -35,6 +36,8 @@ def test_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def decide_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
     spec_arguments(p)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--input", metavar="TEXT", help="the user input to decide")
@@ -45,6 +48,8 @@ def decide_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def explain_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
     spec_arguments(p)
     p.add_argument("--input", metavar="TEXT", required=True, help="the user input to explain")
     p.add_argument("--trace-dir", metavar="DIR", help="write a decision trace under DIR")
@@ -56,6 +61,8 @@ def compact_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def align_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
     spec_arguments(p)
     p.add_argument("--decision-trace", metavar="RUN_DIR", required=True)
     p.add_argument("--summary", action="store_true", help="print only the summary")
