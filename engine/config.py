@@ -29,13 +29,13 @@ from engine.capped import CappedReadError, path_refusal, read_capped
 from engine.durations import DurationError, parse_duration_ms
 from engine.errors import Diagnostic, InputError, Location
 from engine.record import Record
+from engine.vocab import ACTION_NAMES
 
 DEFAULT_RETENTION_DAYS = 45
 DEFAULT_SHADOW_PERIOD_MS = 72 * 3_600_000
 #: A running harness with no event for this long is shown as stale in the Fleet pane.
 DEFAULT_STALE_AFTER_MS = 2 * 3_600_000
 DEFAULT_COST_LIMIT = 10_000
-ACTION_NAMES = ("notify", "stop")
 MAX_CONFIG_BYTES = 1024 * 1024
 
 
@@ -250,7 +250,7 @@ _SCHEMA: dict[str, Any] = {
             "disable": list,
             "shadow_period": str,
             "cost_limit": int,
-            "actions": {"notify": list, "stop": list},
+            "actions": {name: list for name in ACTION_NAMES},
         },
     },
     "policy_repo": "*repo",

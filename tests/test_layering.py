@@ -51,7 +51,12 @@ def test_no_engine_source_mentions_textual_import() -> None:
 
 
 def test_command_groups_without_subcommand_print_their_own_help() -> None:
-    for argv in (["skillspec", "trace"], ["skillspec", "imports"], ["harness", "policy"]):
+    groups = ("policy", "holds", "journal", "rules")
+    for argv in (
+        ["skillspec", "trace"],
+        ["skillspec", "imports"],
+        *(["harness", g] for g in groups),
+    ):
         mod = "engine.cli.skillspec" if argv[0] == "skillspec" else "engine.cli.harness"
         out = subprocess.run(
             [sys.executable, "-m", mod, *argv[1:]], cwd=ROOT, capture_output=True, text=True
@@ -70,7 +75,12 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_contracts_fail_on_a_forbidden_import(tmp_path: Path) -> None:
-    """The pyproject contracts hold on a copy of the tree and break when a floor points up."""
+    """The pyproject contracts hold on a copy of the tree and break when a floor points up.
+
+    Each contract is broken once: the engine's floors (the store importing the
+    rules), textual in the engine, and the rules' own sub-packages (the
+    language importing evaluation, evaluation importing authority).
+    """
     copy = tmp_path / "tree"
     copy.mkdir()
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
@@ -83,11 +93,19 @@ def test_import_contracts_fail_on_a_forbidden_import(tmp_path: Path) -> None:
     assert " kept, 0 broken" in clean.stdout
 
     with (copy / "engine" / "store" / "db.py").open("a", encoding="utf-8") as f:
-        f.write("\nfrom engine.rules import model as _model  # a floor pointing up\n")
+        f.write("\nfrom engine.rules.language import model as _model  # a floor pointing up\n")
     with (copy / "engine" / "errors.py").open("a", encoding="utf-8") as f:
         f.write("\nimport textual as _textual  # engine must never import textual\n")
+    rules = copy / "engine" / "rules"
+    with (rules / "language" / "model.py").open("a", encoding="utf-8") as f:
+        f.write("\nfrom engine.rules.evaluation import fires as _fires  # the language evaluates\n")
+    with (rules / "evaluation" / "fires.py").open("a", encoding="utf-8") as f:
+        f.write("\nfrom engine.rules.authority import holds as _holds  # evaluation acts\n")
     broken = _lint_imports(copy)
     assert broken.returncode != 0
-    assert " kept, 2 broken" in broken.stdout
-    assert "engine.store.db -> engine.rules.model" in broken.stdout
+    assert " kept, 3 broken" in broken.stdout
+    assert "engine.store.db -> engine.rules.language.model" in broken.stdout
     assert "engine.errors -> textual" in broken.stdout
+    assert "Rules: authority over evaluation over language BROKEN" in broken.stdout
+    assert "engine.rules.language.model -> engine.rules.evaluation.fires" in broken.stdout
+    assert "engine.rules.evaluation.fires -> engine.rules.authority.holds" in broken.stdout

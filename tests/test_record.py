@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import HarnessConfig, RulesConfig
-from engine.rules.holds import Hold
+from engine.rules.authority.holds import Hold
 
 
 def test_replace_changes_only_the_named_fields() -> None:

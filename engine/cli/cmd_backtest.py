@@ -1,9 +1,8 @@
-"""Handler for ``harness rules backtest``: replay stored history through candidate rules.
+"""``harness rules backtest``: replay stored history through candidate rules.
 
-``engine.cli.cmd_rules`` declares the arguments and imports this module only
-when the command runs, so the heavy imports (CEL, the evaluator) stay off the
-path of every other command. It opens the store read-only: a backtest only
-ever reads history.
+The parser imports this module for :func:`arguments`, so the heavy imports
+(CEL, the evaluator) wait for the handler. It opens the store read-only: a
+backtest only ever reads history.
 """
 
 from __future__ import annotations
@@ -14,12 +13,26 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import EXIT_OK
+from engine.cli.options import MAX_ID, int_in, span, until
 from engine.config import HarnessConfig, load_config, resolve_store
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
-from engine.rules.model import CompiledRule
+
+if TYPE_CHECKING:
+    from engine.rules.language.model import CompiledRule
+
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("rules", metavar="RULE_FILE_OR_NAME", nargs="+")
+    since = p.add_mutually_exclusive_group()
+    since.add_argument("--since", metavar="DUR", type=span)
+    since.add_argument("--from-seq", metavar="N", type=int_in(0, MAX_ID), dest="from_seq")
+    p.add_argument("--until", metavar="UNTIL", type=until)
+    p.add_argument("--policy", metavar="DIR", action="append", default=[])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--store", metavar="PATH")
 
 
 def _policy_dirs(config: HarnessConfig, extra: Sequence[str]) -> tuple[list[Path], list[Path]]:
@@ -35,7 +48,7 @@ def resolve_rules(
     A file that fails to load is an error naming its file:line:col; a name
     is looked up in starter_rules/, the policy repos and ``--policy`` dirs.
     """
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.language.loader import default_sources, load_rules
 
     for d in extra_dirs:
         if not Path(d).expanduser().is_dir():
@@ -152,10 +165,10 @@ def _write_json(result: Any) -> None:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from engine.rules.backtest import resolve_range
-    from engine.rules.lifecycle import Authority
-    from engine.rules.lifecycle_run import backtest_with_lifecycle
-    from engine.rules.lint import policy_dir_problems
+    from engine.rules.authority.lifecycle import Authority
+    from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+    from engine.rules.evaluation.backtest import resolve_range
+    from engine.rules.language.sources import policy_dir_problems
     from engine.store.db import connect
 
     config = load_config()
@@ -180,7 +193,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
             )
         finally:
             stop_bar()
-        from engine.rules.parity import compare_live
+        from engine.rules.evaluation.parity import compare_live
 
         parity = compare_live(conn, result)
         result.extra["parity"] = parity.to_json()

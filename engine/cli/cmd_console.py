@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from importlib import metadata
@@ -31,12 +31,7 @@ CONSOLE_ENTRY = "console"
 DEFAULT_CONSOLE_VALUE = "console.app:run_console"
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "console",
-        help="Open the operator console (fleet, fires, rules, holds, decide, explain, backtest).",
-        description="Open the operator console on a store.",
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH", help="journal store (default: from harness.toml)")
     p.add_argument(
         "--demo",
@@ -58,7 +53,6 @@ def register(sub: Any) -> None:
         help="skill spec file or glob for the Decide pane (repeatable)",
     )
     p.add_argument("--policy", metavar="DIR", help="a directory of policy rule files to load")
-    p.set_defaults(handler=cmd_console)
 
 
 def console_entry() -> metadata.EntryPoint:

@@ -40,16 +40,7 @@ def _bounded(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="Write a simulated fleet history into the store (deterministic by seed).",
-        description=(
-            "Write a deterministic simulated fleet history (runs, tool calls, verify failures, "
-            "restarts, loop-guard trips, budgets, collisions, churn, facts, ticks) ending now; "
-            "--live then keeps the fleet writing in real time until interrupted."
-        ),
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH", help="journal store (default from harness.toml)")
     p.add_argument(
         "--days",
@@ -69,7 +60,6 @@ def register(sub: Any) -> None:
     p.add_argument("--quiet-fleet", action="store_true", help="no planted patterns")
     p.add_argument("--live", action="store_true", help="then keep writing in real time")
     p.add_argument("--json", action="store_true", help="machine-readable summary")
-    p.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

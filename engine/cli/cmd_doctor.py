@@ -7,17 +7,14 @@ Exit 0 when nothing is an error (warnings included), 1 when a check failed
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("doctor", help="Check config, store, evaluator, holds and retention.")
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH")
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--verbose", action="store_true", help="SQLite's full detail for a corrupt store"
     )
-    p.set_defaults(handler=cmd_doctor)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

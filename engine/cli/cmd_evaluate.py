@@ -7,7 +7,7 @@ exits (what a cron job or a test wants); with ``--follow`` it keeps going as
 rows commit until interrupted, and reloads the rule files and harness.toml
 when they change (watchfiles), keeping the last good version of a broken file
 and recording the new rule-set digest in the lease. Either way it goes through the lifecycle
-(``engine.rules.lifecycle.open_live``) and the store lease (role
+(``engine.rules.authority.lifecycle.open_live``) and the store lease (role
 ``evaluate``, with the digest of its rule set), so running it beside serve or
 a console started with ``--act`` never acts twice: the one holding the lease
 acts, the others follow (a console hands the lease over to it).
@@ -25,15 +25,13 @@ from typing import Any
 from engine.cli.common import EXIT_OK, print_json
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("evaluate", help="Evaluate rules over the journal, headless.")
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--follow", action="store_true", help="keep evaluating rows as they commit")
     p.add_argument("--store", metavar="PATH")
     p.add_argument("--json", action="store_true", help="JSON summary (JSON lines with --follow)")
     p.add_argument(
         "--policy", metavar="DIR", action="append", default=[], help="extra rule directory"
     )
-    p.set_defaults(handler=cmd_evaluate)
 
 
 def _fire_line(fire: Any, as_json: bool) -> str:
@@ -48,9 +46,9 @@ def _fire_line(fire: Any, as_json: bool) -> str:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from engine.config import resolve_store
-    from engine.rules.lease import EVALUATE, Lease, current_lease, ruleset_digest, serve
-    from engine.rules.model import LoadResult
-    from engine.rules.sources import FollowedRules
+    from engine.rules.authority.lease import EVALUATE, Lease, current_lease, ruleset_digest, serve
+    from engine.rules.language.model import LoadResult
+    from engine.rules.language.sources import FollowedRules
     from engine.store.db import connect
 
     open_live = _open_live()
@@ -159,14 +157,14 @@ def _report(summary: dict[str, Any], *, as_json: bool) -> None:
 
 def _open_live() -> Any:
     """The lifecycle's wiring of a live evaluator (shadow, cooldown, levels, holds, actions)."""
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lifecycle_run import open_live
 
     return open_live
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     from engine.config import load_config
-    from engine.rules.sources import load_rule_set, rule_sources
+    from engine.rules.language.sources import load_rule_set, rule_sources
 
     config = load_config()
     loaded = load_rule_set(rule_sources(config, args.policy), config)

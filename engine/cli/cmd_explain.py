@@ -1,8 +1,7 @@
-"""Handler for ``harness rules explain FIRE_ID``: why a fire happened, recomputed from the journal.
+"""``harness rules explain FIRE_ID``: why a fire happened, recomputed from the journal.
 
-``engine.cli.cmd_rules`` declares the arguments and imports this module only
-when the command runs. It opens the store read-only: an explanation only ever
-reads history, and a stored result the journal no longer reproduces is exit 1.
+It opens the store read-only: an explanation only ever reads history, and a
+stored result the journal no longer reproduces is exit 1.
 """
 
 from __future__ import annotations
@@ -12,12 +11,19 @@ import sqlite3
 import sys
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
+from engine.cli.options import MAX_ID, int_in
 from engine.config import load_config, resolve_store
 from engine.errors import InputError
 
 
+def arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("fire_id", metavar="FIRE_ID", type=int_in(1, MAX_ID))
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--store", metavar="PATH")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
-    from engine.rules.fire_explain import explain_fire
+    from engine.rules.evaluation.fire_explain import explain_fire
     from engine.store.db import connect
 
     config = load_config()

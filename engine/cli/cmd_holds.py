@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from engine.journal.rows import IDENT_RE
 
@@ -43,32 +42,23 @@ def harness_id(text: str) -> str:
     return text
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("holds", help="List, check and release rule holds.")
-    hs = p.add_subparsers(title="holds commands", metavar="COMMAND")
+def list_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="PATH")
+    p.add_argument("--all", action="store_true", help="include released holds")
+    p.add_argument("--json", action="store_true")
 
-    lp = hs.add_parser("list", help="List active holds (--all: released ones too).")
-    lp.add_argument("--store", metavar="PATH")
-    lp.add_argument("--all", action="store_true", help="include released holds")
-    lp.add_argument("--json", action="store_true")
-    lp.set_defaults(handler=cmd_list)
 
-    rp = hs.add_parser("release", help="Release a hold by hand, with a reason.")
-    rp.add_argument("hold_id", metavar="HOLD_ID", type=hold_id)
-    rp.add_argument("--reason", metavar="TEXT", default="")
-    rp.add_argument("--store", metavar="PATH")
-    rp.add_argument("--json", action="store_true")
-    rp.set_defaults(handler=cmd_release)
+def release_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("hold_id", metavar="HOLD_ID", type=hold_id)
+    p.add_argument("--reason", metavar="TEXT", default="")
+    p.add_argument("--store", metavar="PATH")
+    p.add_argument("--json", action="store_true")
 
-    cp = hs.add_parser(
-        "check",
-        help="Exit 0 if HARNESS may start a run, 3 if a rule hold refuses it.",
-    )
-    cp.add_argument("harness", metavar="HARNESS", type=harness_id)
-    cp.add_argument("--store", metavar="PATH")
-    cp.add_argument("--json", action="store_true")
-    cp.set_defaults(handler=cmd_check)
-    p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
+
+def check_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("harness", metavar="HARNESS", type=harness_id)
+    p.add_argument("--store", metavar="PATH")
+    p.add_argument("--json", action="store_true")
 
 
 def _existing_store(args: argparse.Namespace) -> Path:
@@ -96,7 +86,7 @@ def _existing_store(args: argparse.Namespace) -> Path:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.rules.holds import list_holds
+    from engine.rules.authority.holds import list_holds
     from engine.store.db import connect
     from engine.timefmt import iso_ms
 
@@ -134,7 +124,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
-    from engine.rules.holds import check_admission
+    from engine.rules.authority.holds import check_admission
     from engine.store.db import connect
 
     result = check_admission(connect(_existing_store(args)), args.harness)

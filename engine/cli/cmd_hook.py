@@ -30,22 +30,15 @@ if TYPE_CHECKING:
 MAX_PAYLOAD = 4 * 1024 * 1024
 #: The agents with a command hook (the one home of their names is engine.serve.agents).
 AGENT_NAMES = ("claude-code", "codex", "gemini")
-#: The options of ``hook AGENT``, each taking one value (see :func:`register`).
+#: The options of ``hook AGENT``, each taking one value (see :func:`arguments`).
 _OPTIONS = {"--harness": "harness", "--project": "project", "--store": "store"}
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("hook", help="An agent's command hook: payload on stdin, answer on stdout.")
-    p.set_defaults(handler=lambda _a: (p.print_help(sys.stderr), 1)[1])
-    hs = p.add_subparsers(title="agents", metavar="AGENT")
-    for agent in AGENT_NAMES:
-        cp = hs.add_parser(agent, help=f"Journal a {agent} hook event and answer its gate.")
-        cp.add_argument(
-            "--harness", metavar="ID", help="harness id (default: git top-level of cwd)"
-        )
-        cp.add_argument("--project", metavar="NAME", help="project (default: git top-level of cwd)")
-        cp.add_argument("--store", metavar="PATH")
-        cp.set_defaults(handler=cmd_hook, agent=agent)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """``hook AGENT``'s options (:func:`plain_args` reads the same ones without argparse)."""
+    p.add_argument("--harness", metavar="ID", help="harness id (default: git top-level of cwd)")
+    p.add_argument("--project", metavar="NAME", help="project (default: git top-level of cwd)")
+    p.add_argument("--store", metavar="PATH")
 
 
 def plain_args(argv: Sequence[str]) -> argparse.Namespace | None:

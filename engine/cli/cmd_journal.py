@@ -25,31 +25,12 @@ from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 APPEND_BATCH = 5_000
 
 
-def register(sub: Any) -> None:
-    journal = sub.add_parser("journal", help="Append to, import into, read and prune the journal.")
-    jsub = journal.add_subparsers(title="journal commands", metavar="COMMAND")
-
-    p = jsub.add_parser(
-        "append",
-        help="Admit JSON-lines rows from stdin now (bad lines are refused and counted).",
-        description=(
-            "Read one JSON object per line from stdin and admit it now; seq and at are "
-            "assigned at admission. Bad lines are refused with line and field; the good "
-            "lines are still admitted; exit 1 if any line was refused."
-        ),
-    )
+def append_arguments(p: argparse.ArgumentParser) -> None:
     _store(p)
     p.add_argument("--json", action="store_true", help="machine-readable summary")
-    p.set_defaults(handler=cmd_append)
 
-    p = jsub.add_parser(
-        "import",
-        help="Import history (JSON lines with their own at); all or nothing.",
-        description=(
-            "Import rows that carry their own `at` (ms since the epoch), non-decreasing and not "
-            "before the store's last at. One transaction: a bad line admits nothing."
-        ),
-    )
+
+def import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="JSON-lines file ('-' for stdin)")
     p.add_argument(
         "--ticks",
@@ -58,9 +39,9 @@ def register(sub: Any) -> None:
     )
     _store(p)
     p.add_argument("--json", action="store_true", help="machine-readable summary")
-    p.set_defaults(handler=cmd_import)
 
-    p = jsub.add_parser("tail", help="Show the last rows; -f keeps following.")
+
+def tail_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-n",
         type=_tail_count,
@@ -71,25 +52,17 @@ def register(sub: Any) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new rows")
     _store(p)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.set_defaults(handler=cmd_tail)
 
-    p = jsub.add_parser("stats", help="Rows by kind/type, first/last at, drops, refusals, size.")
+
+def stats_arguments(p: argparse.ArgumentParser) -> None:
     _store(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_stats)
 
-    p = jsub.add_parser(
-        "prune",
-        help="Delete rows older than the retention (default [store] retention_days, 45).",
-        description=(
-            "Delete rows older than N days of journal time (before the last row's at) in "
-            "transactions of at most 5,000 rows, so writers never wait long."
-        ),
-    )
+
+def prune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--days", type=int, metavar="N", help="retention in days")
     _store(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_prune)
 
 
 MAX_TAIL = 1_000_000
@@ -297,13 +270,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def format_row(row: tuple[Any, ...]) -> str:
     """One row as a line: seq, ISO time, type, then the non-empty columns."""
-    from datetime import UTC, datetime
-
     from engine.journal.rows import COLUMNS
+    from engine.timefmt import iso_ms_precise_z
 
-    when = datetime.fromtimestamp(row[1] / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    when = iso_ms_precise_z(row[1])
     rest = " ".join(f"{c}={v}" for c, v in zip(COLUMNS[4:], row[4:], strict=True) if v is not None)
-    return f"{row[0]:>9} {when}Z {row[3]:<16} {rest}".rstrip()
+    return f"{row[0]:>9} {when} {row[3]:<16} {rest}".rstrip()
 
 
 def cmd_tail(args: argparse.Namespace) -> int:

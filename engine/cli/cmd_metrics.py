@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("metrics", help="Print store metrics in Prometheus text format.")
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH")
-    p.set_defaults(handler=cmd_metrics)
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 
 
-def register(sub: Any) -> None:
-    policy = sub.add_parser("policy", help="Policy repo commands.")
-    psub = policy.add_subparsers(title="policy commands", metavar="COMMAND")
-    policy.set_defaults(handler=lambda _a: (policy.print_help(sys.stderr), 2)[1])
-    p = psub.add_parser(
-        "sync",
-        help="Fetch and fast-forward each [policy_repo.*]; report rules added, changed, removed.",
-        description=(
-            "Fetch and fast-forward each configured policy repo (git). Refuses local changes, "
-            "another branch, or a diverged history. Never touches harness.toml."
-        ),
-    )
+def sync_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", metavar="NAME", help="only this [policy_repo.NAME]")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_sync)
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

@@ -11,12 +11,36 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from engine.capped import CappedReadError, read_capped
 from engine.cli.common import EXIT_OK, print_json
+from engine.cli.options import MAX_DAYS, int_in, rule_set_options, span
 from engine.config import load_config, resolve_store
 from engine.errors import Diagnostic, InputError, Location
-from engine.store.txn import immediate
-from engine.yamlsrc import MAX_BYTES, decode_source
+
+
+def propose_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument(
+        "--days",
+        type=int_in(1, MAX_DAYS),
+        default=7,
+        help=f"backtest window in days, 1..{MAX_DAYS} (default 7)",
+    )
+    p.add_argument("--repo", metavar="NAME", help="which [policy_repo.NAME] (if several)")
+    p.add_argument("--push", action="store_true", help="push the prepared branch")
+    p.add_argument("--who", metavar="NAME", help="who proposes (stored with the proposal)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--store", metavar="PATH")
+
+
+def mine_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--since", metavar="DUR", type=span, help="journal time to look back (default: all)"
+    )
+    p.add_argument(
+        "--miner", action="append", default=[], metavar="NAME", help="run only these miners"
+    )
+    p.add_argument("--dry-run", action="store_true", help="report, do not store proposals")
+    rule_set_options(p)
 
 
 def _check_who(who: str) -> str:
@@ -27,6 +51,7 @@ def _check_who(who: str) -> str:
 
 
 def cmd_propose(args: argparse.Namespace) -> int:
+    from engine.capped import CappedReadError, read_capped
     from engine.policy.proposals import prepare_rule, set_branch, store_prepared
     from engine.policy.propose import (
         backtest_prepared,
@@ -37,6 +62,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
     )
     from engine.policy.workflow import pick_repo
     from engine.store.db import connect
+    from engine.store.txn import immediate
+    from engine.yamlsrc import MAX_BYTES, decode_source
 
     path = Path(args.file)
     days = int(getattr(args, "days", 7) or 7)
@@ -92,11 +119,12 @@ def cmd_mine(args: argparse.Namespace) -> int:
     """``harness rules mine``: run miners on demand over the journal's identifiers."""
     import sys
 
-    from engine.cli.cmd_rules import _load
     from engine.policy.miner import MINER_NAMES, mine
+    from engine.rules.language.sources import load_listed
     from engine.store.db import connect
 
-    config, loaded = _load(args)
+    config = load_config()
+    loaded = load_listed(config, args.policy)
     disabled = set(config.rules.disable)
     active = [r for r in loaded.rules if r.rule.name not in disabled]
     names = tuple(args.miner) or MINER_NAMES

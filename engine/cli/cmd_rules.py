@@ -1,14 +1,14 @@
-"""``harness rules``: inspect rules (list, show, lint) and hand backtest, explain, propose, mine on.
-
-Usage: ``harness rules list | show NAME | lint | backtest | explain | propose | mine``.
+"""``harness rules list | show NAME | lint``: inspect rules without evaluating them.
 
 list, show and lint are static: they load rules with the evaluator's loader
 and, for list/show, read fires from the store *when it exists* — read-only,
 never creating or migrating it, and tolerating a store that has no fire
-tables yet, so the commands work on a fresh machine. backtest and explain are
-the evaluator's (``engine.cli.cmd_backtest``, ``engine.cli.cmd_explain``),
-propose and mine are ``engine.cli.cmd_propose``'s; each is imported inside
-its handler, only when run, so this module imports nothing heavy at top level.
+tables yet, so the commands work on a fresh machine. The other ``rules``
+commands live in their own modules (``backtest`` in
+:mod:`engine.cli.cmd_backtest`, ``explain`` in :mod:`engine.cli.cmd_explain`,
+``propose`` and ``mine`` in :mod:`engine.cli.cmd_propose`), as the command
+table in :mod:`engine.cli.registry` says; this module imports nothing heavy at
+top level.
 """
 
 from __future__ import annotations
@@ -20,173 +20,36 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.cli.options import rule_set_options
+
 DAY_MS = 86_400_000
-MAX_ID = 2**63 - 1
-MAX_DAYS = 3650
-MAX_SPAN_MS = MAX_DAYS * DAY_MS
 
 
-def _int_in(lo: int, hi: int) -> Any:
-    """argparse type: an integer in [lo, hi] (so SQLite never sees an out-of-range value)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be between {lo} and {hi}, got {text[:40]}")
-        return value
-
-    return parse
+def list_arguments(p: argparse.ArgumentParser) -> None:
+    rule_set_options(p)
 
 
-def span(text: str) -> str:
-    """argparse type: a duration of at most MAX_DAYS days (checked, passed on as text)."""
-    from engine.durations import DurationError, parse_duration_ms
-
-    try:
-        value = parse_duration_ms(text)
-    except DurationError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value > MAX_SPAN_MS:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is longer than {MAX_DAYS} days")
-    return text
+def show_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", metavar="NAME")
+    rule_set_options(p)
 
 
-def until(text: str) -> str:
-    """argparse type for --until: a seq in range, a bounded duration, or a time (checked later)."""
-    from engine.durations import DurationError, DurationRangeError, parse_duration_ms
-
-    stripped = text.strip()
-    if stripped.isdigit():
-        _int_in(0, MAX_ID)(stripped)
-        return text
-    try:
-        value = parse_duration_ms(stripped)
-    except DurationRangeError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    except DurationError:
-        return text  # an ISO time; resolve_range reports a bad one
-    if value > MAX_SPAN_MS:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is longer than {MAX_DAYS} days")
-    return text
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser("rules", help="List, show, lint, backtest and explain rules.")
-    rs = p.add_subparsers(title="rules commands", metavar="COMMAND")
-
-    lp = rs.add_parser("list", help="Every loaded rule with its state and recent fires.")
-    _common(lp)
-    lp.set_defaults(handler=cmd_list)
-
-    sp = rs.add_parser("show", help="One rule: source, normalized when, hash, cost, fires.")
-    sp.add_argument("name", metavar="NAME")
-    _common(sp)
-    sp.set_defaults(handler=cmd_show)
-
-    tp = rs.add_parser("lint", help="Check rule files with the evaluator's loader (no store).")
-    tp.add_argument("paths", metavar="PATH", nargs="*")
-    tp.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    tp.add_argument("--json", action="store_true", help="same as --format json")
-    tp.set_defaults(handler=cmd_lint)
-
-    bp = rs.add_parser("backtest", help="Replay stored history through candidate rules.")
-    bp.add_argument("rules", metavar="RULE_FILE_OR_NAME", nargs="+")
-    since = bp.add_mutually_exclusive_group()
-    since.add_argument("--since", metavar="DUR", type=span)
-    since.add_argument("--from-seq", metavar="N", type=_int_in(0, MAX_ID), dest="from_seq")
-    bp.add_argument("--until", metavar="UNTIL", type=until)
-    bp.add_argument("--policy", metavar="DIR", action="append", default=[])
-    bp.add_argument("--json", action="store_true")
-    bp.add_argument("--store", metavar="PATH")
-    bp.set_defaults(handler=_backtest)
-
-    ep = rs.add_parser("explain", help="Why a fire happened, recomputed from the journal.")
-    ep.add_argument("fire_id", metavar="FIRE_ID", type=_int_in(1, MAX_ID))
-    ep.add_argument("--json", action="store_true")
-    ep.add_argument("--store", metavar="PATH")
-    ep.set_defaults(handler=_explain)
-
-    pp = rs.add_parser("propose", help="Backtest a rule file and prepare a policy-repo change.")
-    pp.add_argument("file", metavar="FILE")
-    pp.add_argument(
-        "--days",
-        type=_int_in(1, MAX_DAYS),
-        default=7,
-        help=f"backtest window in days, 1..{MAX_DAYS} (default 7)",
-    )
-    pp.add_argument("--repo", metavar="NAME", help="which [policy_repo.NAME] (if several)")
-    pp.add_argument("--push", action="store_true", help="push the prepared branch")
-    pp.add_argument("--who", metavar="NAME", help="who proposes (stored with the proposal)")
-    pp.add_argument("--json", action="store_true")
-    pp.add_argument("--store", metavar="PATH")
-    pp.set_defaults(handler=_propose)
-
-    mp = rs.add_parser(
-        "mine",
-        help="Find recurring journal patterns no active rule covers; propose rules (notify).",
-    )
-    mp.add_argument(
-        "--since", metavar="DUR", type=span, help="journal time to look back (default: all)"
-    )
-    mp.add_argument(
-        "--miner", action="append", default=[], metavar="NAME", help="run only these miners"
-    )
-    mp.add_argument("--dry-run", action="store_true", help="report, do not store proposals")
-    _common(mp)
-    mp.set_defaults(handler=_mine)
-    p.set_defaults(handler=lambda a: (p.print_help(), 2)[1])
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", metavar="DIR", action="append", default=[], help="extra rule dir")
-    p.add_argument("--store", metavar="PATH")
-    p.add_argument("--json", action="store_true")
-
-
-def _backtest(args: argparse.Namespace) -> int:
-    from engine.cli.cmd_backtest import cmd_backtest
-
-    return cmd_backtest(args)
-
-
-def _explain(args: argparse.Namespace) -> int:
-    from engine.cli.cmd_explain import cmd_explain
-
-    return cmd_explain(args)
-
-
-def _propose(args: argparse.Namespace) -> int:
-    from engine.cli.cmd_propose import cmd_propose
-
-    return cmd_propose(args)
-
-
-def _mine(args: argparse.Namespace) -> int:
-    from engine.cli.cmd_propose import cmd_mine
-
-    return cmd_mine(args)
+def lint_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", metavar="PATH", nargs="*")
+    p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    p.add_argument("--json", action="store_true", help="same as --format json")
 
 
 # --- loading ------------------------------------------------------------------------------
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any]:
-    """Config and loaded rules; missing configured policy dirs become load warnings."""
-    from dataclasses import replace
-
+    """Config and the rules that ``list`` and ``show`` show (see ``sources.load_listed``)."""
     from engine.config import load_config
-    from engine.rules.lint import policy_dir_problems
-    from engine.rules.sources import load_rule_set, rule_sources
+    from engine.rules.language.sources import load_listed
 
     config = load_config()
-    result = load_rule_set(rule_sources(config, args.policy), config)
-    missing = policy_dir_problems(config)
-    if missing:
-        result = replace(result, warnings=(*result.warnings, *missing))
-    return config, result
+    return config, load_listed(config, args.policy)
 
 
 class _StoreView:
@@ -434,7 +297,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_lint(args: argparse.Namespace) -> int:
     from engine.cli.common import print_json
     from engine.config import load_config
-    from engine.rules.lint import format_json, format_sarif, format_text, run_lint
+    from engine.rules.language.lint import format_json, format_sarif, format_text, run_lint
 
     fmt = "json" if args.json else args.format
     args.json = fmt == "json"  # so an unreadable PATH is a JSON error on stdout too

@@ -9,11 +9,9 @@ handler so ``harness --help`` stays fast.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="Take OTLP logs and Claude Code hooks in; gate; /metrics.")
+def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="PATH")
     p.add_argument(
         "--listen", metavar="HOST:PORT", help="default: [serve] listen, else 127.0.0.1:4318"
@@ -21,7 +19,6 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--policy", metavar="DIR", action="append", default=[], help="extra rule directory"
     )
-    p.set_defaults(handler=cmd_serve)
 
 
 def _say(line: str) -> None:
@@ -35,7 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import sys
 
     from engine.config import load_config, resolve_store
-    from engine.rules.sources import FollowedRules, load_rule_set, rule_sources
+    from engine.rules.language.sources import FollowedRules, load_rule_set, rule_sources
     from engine.serve.server import parse_listen, run
     from engine.store.db import connect
 

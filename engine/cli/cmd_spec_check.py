@@ -1,4 +1,4 @@
-"""Handlers for ``skillspec validate``, ``skillspec imports check``, ``skillspec deps check``.
+"""``skillspec validate``, ``skillspec imports check``, ``skillspec deps check``.
 
 Exit codes follow the pinned convention: 0 the check passed, 1 the spec (or
 its imports, or its dependencies) failed the check, 2 the file could not be
@@ -12,10 +12,17 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
-from engine.skillspec.load import SpecReport, check_spec
 
 if TYPE_CHECKING:
     import argparse
+
+    from engine.skillspec.load import SpecReport
+
+
+def spec_arguments(p: argparse.ArgumentParser) -> None:
+    """``SPEC`` and ``--json``, which every ``skillspec`` command on a spec takes first."""
+    p.add_argument("spec", metavar="SPEC", help="path to a skill.spec.yml")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _render(report: SpecReport, out: TextIO, errors_only: bool = False) -> None:
@@ -53,6 +60,8 @@ def _summary(report: SpecReport) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from engine.skillspec.load import check_spec
+
     report = check_spec(args.spec)
     if report.unreadable:
         return _unreadable(report, args.json)
@@ -73,6 +82,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_imports_check(args: argparse.Namespace) -> int:
     from engine.skillspec.imports import check_imports
+    from engine.skillspec.load import check_spec
 
     report = check_spec(args.spec, resolve_files=False)
     if report.unreadable:
@@ -119,6 +129,7 @@ def _spec_failed(report: SpecReport, as_json: bool) -> int:
 
 def cmd_deps_check(args: argparse.Namespace) -> int:
     from engine.skillspec.deps import check_deps
+    from engine.skillspec.load import check_spec
 
     report = check_spec(args.spec, resolve_files=False)
     if report.unreadable:

@@ -1,4 +1,4 @@
-"""Handlers for ``skillspec decide | explain | test | trace compact | trace align``.
+"""``skillspec decide | explain | test | trace compact | trace align``.
 
 Each handler loads the spec once through the checker (a spec that does not
 validate is refused with its errors, exit 1, as the reference's loader does,
@@ -17,12 +17,55 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import CheckFailed, Diagnostic, InputError, Location
-from engine.skillspec.decide import CompiledSpec, decide
 
 if TYPE_CHECKING:
     import argparse
 
+    from engine.skillspec.decide import CompiledSpec
+
 MAX_INPUTS_BYTES = 256 * 1024 * 1024
+
+
+def test_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
+    spec_arguments(p)
+    p.add_argument(
+        "--coverage", action="store_true", help="report rules and routes no scenario test reaches"
+    )
+
+
+def decide_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
+    spec_arguments(p)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--input", metavar="TEXT", help="the user input to decide")
+    group.add_argument(
+        "--inputs", metavar="FILE", help="one JSON string per line in, one decision per line out"
+    )
+    p.add_argument("--trace-dir", metavar="DIR", help="write a decision trace under DIR")
+
+
+def explain_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
+    spec_arguments(p)
+    p.add_argument("--input", metavar="TEXT", required=True, help="the user input to explain")
+    p.add_argument("--trace-dir", metavar="DIR", help="write a decision trace under DIR")
+
+
+def compact_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def align_arguments(p: argparse.ArgumentParser) -> None:
+    from engine.cli.cmd_spec_check import spec_arguments  # parser only: not on the fast path
+
+    spec_arguments(p)
+    p.add_argument("--decision-trace", metavar="RUN_DIR", required=True)
+    p.add_argument("--summary", action="store_true", help="print only the summary")
 
 
 class LoadedSpec:
@@ -80,6 +123,7 @@ def _require_trace(loaded: LoadedSpec, trace_dir: str | None) -> None:
 
 
 def _write_trace(loaded: LoadedSpec, trace_dir: str, text: str) -> None:
+    from engine.skillspec.decide import decide
     from engine.skillspec.trace import write_decision_trace
 
     decision = decide(loaded.compiled, text, events=True)
@@ -187,6 +231,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.trace_dir:
         _write_trace(loaded, args.trace_dir, args.input)
+    from engine.skillspec.decide import decide
+
     print_json(decide(compiled, args.input).to_json())
     return EXIT_OK
 

@@ -9,7 +9,7 @@ traceback for bad input and no bug passes silently.
 Nothing here imports argparse, sqlite3, json or traceback at module level: the
 command hook runs once per agent tool call and ``skillspec validate`` from a
 pre-commit hook, and both reach ``run_main`` without needing any of them on
-the way to a verdict. The parser class lives in :mod:`engine.cli.registry`.
+the way to a verdict. The parser class lives in :mod:`engine.cli.parser`.
 """
 
 from __future__ import annotations

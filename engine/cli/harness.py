@@ -1,67 +1,35 @@
-"""Build the ``harness`` program: its command modules in help order, on the shared registry.
+"""The ``harness`` program: its ``hook`` fast path, then the command table's parser.
 
-Each command group lives in its own ``engine.cli.cmd_*`` module exposing
-``register(subparsers)``; the program is those modules in help order, built
-by the one registry (:mod:`engine.cli.registry`) that ``skillspec`` shares.
-The modules import only argparse-level code at top level and defer heavy
-imports to their handlers, so ``harness journal tail`` starts fast and never
-loads Textual. ``harness hook AGENT`` runs once per agent tool call:
-with plain arguments it skips argparse and the registry altogether.
+The commands, their handlers and their arguments are entries of the command
+table in :mod:`engine.cli.registry` (``HARNESS_COMMANDS``), which
+``skillspec`` shares. Command modules import only argparse-level code at top
+level and defer heavy imports to their handlers, so ``harness journal tail``
+starts fast and never loads Textual. ``harness hook AGENT`` runs once per
+agent tool call: with plain arguments it skips argparse and the registry
+altogether, and otherwise parses with the ``hook`` entry alone.
 """
 
 from __future__ import annotations
 
 import sys
-from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from engine.cli.registry import ArgumentParser, Program
-
-DESCRIPTION = "Operate a fleet of agent harnesses: journal, rules, holds and the console."
-
-
-@cache
-def program() -> Program:
-    """The ``harness`` program: command modules in help order."""
-    from engine.cli import (
-        cmd_console,
-        cmd_demo,
-        cmd_doctor,
-        cmd_evaluate,
-        cmd_holds,
-        cmd_hook,
-        cmd_journal,
-        cmd_metrics,
-        cmd_policy,
-        cmd_rules,
-        cmd_serve,
-    )
+    from engine.cli.parser import ArgumentParser
     from engine.cli.registry import Program
 
-    return Program(
-        prog="harness",
-        description=DESCRIPTION,
-        commands=(
-            cmd_console.register,
-            cmd_demo.register,
-            cmd_journal.register,
-            cmd_evaluate.register,
-            cmd_rules.register,
-            cmd_holds.register,
-            cmd_policy.register,
-            cmd_doctor.register,
-            cmd_metrics.register,
-            cmd_serve.register,
-            cmd_hook.register,
-        ),
-    )
+
+def program() -> Program:
+    """The ``harness`` program of the command table."""
+    from engine.cli.registry import HARNESS
+
+    return HARNESS
 
 
 def __getattr__(name: str) -> Program:
-    """``PROGRAM``, built on first use (module-level names stay cheap to import)."""
+    """``PROGRAM``, imported on first use (the hook's fast path never loads the registry)."""
     if name == "PROGRAM":
         return program()
     raise AttributeError(name)
@@ -88,10 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from engine.cli.common import run_main
 
             return run_main(cmd_hook.cmd_hook, quick)
-        from engine.cli.registry import Program
-
         try:
-            return Program("harness", DESCRIPTION, (cmd_hook.register,)).main(args)
+            return program().only("hook").main(args)
         except SystemExit as exc:
             # Exit 2 makes Claude Code and Codex block every tool call: a hook's
             # usage error must be a non-blocking 1 (argparse has printed why).

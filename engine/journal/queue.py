@@ -46,6 +46,7 @@ from engine.journal.rows import InsertRow
 from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
 from engine.record import Record
 from engine.store.db import connect
+from engine.store.txn import rollback
 
 DEFAULT_CAPACITY = 10_000
 DEFAULT_BATCH = 5_000
@@ -481,8 +482,7 @@ class JournalWriter:
         self._put_back(items, drops)
         if committer is not None:
             with contextlib.suppress(sqlite3.Error):
-                if committer.conn.in_transaction:
-                    committer.conn.execute("ROLLBACK")
+                rollback(committer.conn)
             with contextlib.suppress(sqlite3.Error):
                 committer.conn.close()
 

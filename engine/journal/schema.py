@@ -53,7 +53,7 @@ MIGRATION = register_migration(1, "journal", SCHEMA_V1)
 #: always names its ``kind`` and usually its ``type``; entries of this index
 #: are ordered (kind, type, seq) (``seq`` is the rowid every index ends in), so
 #: "every tick" or "these types of this kind" are range scans, and rows of one
-#: (kind, type) come back in seq order without a sort (``engine.rules.prefilter``).
+#: (kind, type) come back in seq order without a sort (``engine.rules.language.prefilter``).
 SCHEMA_PREFILTER_INDEX = """
 CREATE INDEX IF NOT EXISTS rule_journal_kind_type ON rule_journal (kind, type)
 """
@@ -66,7 +66,7 @@ MIGRATION_PREFILTER_INDEX = Migration(6, "prefilter_index", SCHEMA_PREFILTER_IND
 #: ``count({"harness": event.harness}, duration("5m")) >= 20`` names no type, so
 #: ``(harness, type, at)`` cannot bound its window by time; without this index a
 #: backtest must feed every journal row to the window index to answer it. With
-#: it, the window is one index range (``engine.rules.aggsql``), read only for the
+#: it, the window is one index range (``engine.rules.evaluation.aggsql``), read only for the
 #: rows that ask. ``args_digest`` rides along so that the repeated-call count
 #: (``{"harness": event.harness, "args_digest": event.args_digest}``, what the
 #: loop guard watches) is answered from the index without reading the table.

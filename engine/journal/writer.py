@@ -230,8 +230,8 @@ class _HistoryImport:
         self.skipped = 0
         self.first_at: int | None = None
 
-    def begin(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
+    def load_marks(self) -> None:
+        """Read the store's marks (inside the write lock: another writer may have admitted)."""
         self.m.last_seq, store_at, self.m.last_tick_at = read_marks(self.conn)
         self.m.last_at = max(self.m.last_at, store_at)
 
@@ -395,28 +395,15 @@ class Committer:
         A refusal raises :class:`RowError` (the caller knows which line it was).
         """
         run = _HistoryImport(self, iter(rows), synth_ticks=synth_ticks, validate=validate)
-        conn = self.conn
+        first_seq = 0
         done = False
-        try:
-            run.begin()
-            first_seq = run.m.last_seq + 1
-            while not done:
-                done = not run.fill(batch)
-                if run.pending:
-                    conn.executemany(_INSERT_SQL, run.pending)
-                    run.m.last_seq = run.pending[-1][0]
-                    run.pending.clear()
-                if not atomic or done:
-                    self._set_marks(run.m)
-                    conn.execute("COMMIT")
-                    if on_batch is not None:
-                        on_batch(run.admitted + run.ticks)
-                    if not done:
-                        run.begin()
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        while not done:
+            with immediate(self.conn):
+                run.load_marks()
+                first_seq = first_seq or run.m.last_seq + 1
+                done = self._admit_history(run, batch, atomic=atomic)
+            if on_batch is not None:
+                on_batch(run.admitted + run.ticks)
         stored = run.admitted + run.ticks
         return ImportResult(
             admitted=run.admitted,
@@ -427,6 +414,21 @@ class Committer:
             first_at=run.first_at or 0,
             last_at=run.m.last_at,
         )
+
+    def _admit_history(self, run: _HistoryImport, batch: int, *, atomic: bool) -> bool:
+        """Insert ``run``'s rows a batch at a time, in the caller's transaction, and set the marks.
+
+        Atomic: every row; otherwise one batch. Returns whether the input is done.
+        """
+        while True:
+            more = run.fill(batch)
+            if run.pending:
+                self.conn.executemany(_INSERT_SQL, run.pending)
+                run.m.last_seq = run.pending[-1][0]
+                run.pending.clear()
+            if not more or not atomic:
+                self._set_marks(run.m)
+                return not more
 
     def _set_marks(self, m: _Marks) -> None:
         marks = [("last_seq", m.last_seq), ("last_at", m.last_at)]

@@ -22,8 +22,8 @@ from typing import Any
 from engine.config import RulesConfig
 from engine.policy.proposals import PreparedRule, Proposal, prepare_rule, store_prepared
 from engine.policy.propose import backtest_summary
-from engine.rules.backtest import SeqRange, resolve_range, run_backtest
-from engine.rules.model import CompiledRule
+from engine.rules.evaluation.backtest import SeqRange, resolve_range, run_backtest
+from engine.rules.language.model import CompiledRule
 
 
 @dataclass(frozen=True, slots=True)

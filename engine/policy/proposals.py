@@ -10,7 +10,6 @@ hand-written harness.toml, which nothing here reads for writing.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import sqlite3
 import time
@@ -19,9 +18,9 @@ from typing import Any
 
 from engine.config import RulesConfig
 from engine.errors import CheckFailed, Diagnostic, Location
-from engine.rules.loader import compile_rule_file
-from engine.rules.model import CompiledRule
-from engine.rules.vocab import CAP_LEVEL, ENFORCED_LEVELS
+from engine.rules.language.loader import compile_rule_file
+from engine.rules.language.model import CompiledRule
+from engine.vocab import CAP_LEVEL, ENFORCED_LEVELS
 from engine.yamlsrc import LocDict, parse_yaml
 
 
@@ -212,7 +211,3 @@ def update_backtest(conn: sqlite3.Connection, proposal_id: int, summary: dict[st
 
 def set_branch(conn: sqlite3.Connection, proposal_id: int, branch: str) -> None:
     conn.execute("UPDATE rule_proposals SET branch = ? WHERE id = ?", (branch, proposal_id))
-
-
-def day_of(at_ms: int) -> str:
-    return _dt.datetime.fromtimestamp(at_ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d")

@@ -11,7 +11,6 @@ recorded history", and a plain note when it never fired.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import sqlite3
 import tempfile
@@ -23,7 +22,8 @@ from typing import Any
 from engine.config import PolicyRepo
 from engine.policy.gitops import PolicyError, check_branch, check_remote, git
 from engine.policy.proposals import PreparedRule
-from engine.rules.backtest import BacktestResult, resolve_range, run_backtest
+from engine.rules.evaluation.backtest import BacktestResult, resolve_range, run_backtest
+from engine.timefmt import DAY_MS, day_ms
 
 NEVER_FIRED = (
     "This rule never fired on recorded history. A rule about something that has not "
@@ -34,16 +34,13 @@ NEVER_FIRED = (
 
 def backtest_summary(result: BacktestResult, days: int) -> dict[str, Any]:
     """A compact, JSON-safe summary: totals, every day in range (zeros included)."""
-    counts = Counter(_day(f.at) for f in result.fires)
+    counts = Counter(day_ms(f.at) for f in result.fires)
     per_day: list[list[Any]] = []
     rng = result.range
     if rng.rows:
-        day = _dt.datetime.fromtimestamp(rng.first_at / 1000, tz=_dt.UTC).date()
-        last = _dt.datetime.fromtimestamp(rng.last_at / 1000, tz=_dt.UTC).date()
-        while day <= last:
-            key = day.isoformat()
+        for day in range(rng.first_at // DAY_MS, rng.last_at // DAY_MS + 1):
+            key = day_ms(day * DAY_MS)
             per_day.append([key, counts.get(key, 0)])
-            day += _dt.timedelta(days=1)
     by_status = Counter(f.status for f in result.fires)
     return {
         "on_recorded_history": True,
@@ -57,10 +54,6 @@ def backtest_summary(result: BacktestResult, days: int) -> dict[str, Any]:
         "silent": not result.fires,
         "rule_errors": [str(e) for e in result.rule_errors],
     }
-
-
-def _day(at_ms: int) -> str:
-    return _dt.datetime.fromtimestamp(at_ms / 1000, tz=_dt.UTC).date().isoformat()
 
 
 def backtest_prepared(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from engine.config import RulesConfig
 from engine.errors import Diagnostic, InputError, Location
 from engine.policy.miner import MINER_NAMES, MinedPattern, mine
-from engine.rules.model import CompiledRule
+from engine.rules.language.model import CompiledRule
 
 MINE_EVERY_MS = 3_600_000
 MINE_LOOKBACK = "24h"

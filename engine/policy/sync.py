@@ -73,7 +73,7 @@ def rule_hashes(
     rules_dir = repo_path / RULES_DIR
     if not rules_dir.is_dir():
         return {}, []
-    from engine.rules.loader import load_rules
+    from engine.rules.language.loader import load_rules
 
     result = load_rules([(rules_dir, "policy")], config or RulesConfig())
     hashes = {compiled.rule.name: compiled.rule.hash for compiled in result.rules}

@@ -19,8 +19,8 @@ from typing import Any
 
 from engine.config import HarnessConfig, config_path, load_config
 from engine.errors import HarnessError
-from engine.rules.holds import list_holds
-from engine.rules.lifecycle import parse_enforce
+from engine.rules.authority.holds import list_holds
+from engine.rules.authority.lifecycle import parse_enforce
 from engine.rules.metrics import StoreFacts, collect
 from engine.timefmt import iso_ms
 
@@ -300,8 +300,7 @@ def rule_file_check(cfg: HarnessConfig) -> Check:
     The evaluator skips a rule file it cannot load and keeps running, so a
     broken policy edit would otherwise only show up as a rule that never fires.
     """
-    from engine.rules.lint import policy_dir_problems
-    from engine.rules.sources import load_rule_set, rule_sources
+    from engine.rules.language.sources import load_rule_set, policy_dir_problems, rule_sources
 
     res = load_rule_set(rule_sources(cfg), cfg)
     missing = policy_dir_problems(cfg)
@@ -316,7 +315,7 @@ def rule_file_check(cfg: HarnessConfig) -> Check:
 def loaded_rule_names(cfg: HarnessConfig) -> set[str] | None:
     """Names of the rules the evaluator would load (None if the loader is unavailable)."""
     try:
-        from engine.rules.sources import load_rule_set, rule_sources
+        from engine.rules.language.sources import load_rule_set, rule_sources
     except ImportError:  # pragma: no cover - the loader is part of the package
         return None
     res = load_rule_set(rule_sources(cfg), cfg)

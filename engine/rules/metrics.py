@@ -14,7 +14,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.rules.lease import LeaseInfo, current_lease, wall_ms
+from engine.rules.authority.lease import LeaseInfo, current_lease, wall_ms
+from engine.store.txn import snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,7 @@ def _rows(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> l
 
 def collect(conn: sqlite3.Connection, *, now_ms: int | None = None) -> StoreFacts:
     """Read every figure doctor and metrics report, in one read transaction."""
-    conn.execute("BEGIN")
-    try:
+    with snapshot(conn):
         rows_by_kind = {
             str(k): int(n)
             for k, n in _rows(conn, "SELECT kind, COUNT(*) FROM rule_journal GROUP BY kind")
@@ -115,8 +115,6 @@ def collect(conn: sqlite3.Connection, *, now_ms: int | None = None) -> StoreFact
             lease = current_lease(conn)
         except sqlite3.OperationalError:
             lease = None
-    finally:
-        conn.execute("COMMIT")
     return StoreFacts(
         rows_by_kind=rows_by_kind,
         journal_counters=jc,

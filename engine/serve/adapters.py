@@ -165,7 +165,7 @@ class WatermarkGate:
         if self.acting():
             return self.watermark.wait_for(target, self.wait_s)
         deadline = time.monotonic() + self.wait_s  # another process acts: watch its cursor
-        from engine.rules.schema import LIVE_CURSOR
+        from engine.rules.evaluation.schema import LIVE_CURSOR
 
         while True:
             row = (

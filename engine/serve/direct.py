@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 from engine.journal.errors import StoreUnavailable
 from engine.journal.rows import InsertRow
-from engine.rules.schema import LIVE_CURSOR
+from engine.rules.evaluation.schema import LIVE_CURSOR
 from engine.serve.verdict import GateState, GateUnavailable, read_state
 
 #: How often the gate looks at the cursor while it waits.

@@ -4,7 +4,7 @@
   use cases as :class:`~engine.serve.adapters.WriterJournal` (acknowledged
   after the group commit); the gate is
   :class:`~engine.serve.adapters.WatermarkGate` (read-your-writes).
-- The evaluator runs :func:`engine.rules.lease.serve` on its own thread and
+- The evaluator runs :func:`engine.rules.authority.lease.serve` on its own thread and
   connection behind the store lease (holder ``serve@…``), woken by every
   commit; after each step it advances the
   :class:`~engine.serve.adapters.Watermark`, the seq up to which it has
@@ -38,7 +38,7 @@ from engine.config import HarnessConfig
 from engine.errors import InputError
 from engine.journal.queue import JournalWriter, store_error_is_fatal
 from engine.journal.writer import add_counter
-from engine.rules.lease import Lease, serve
+from engine.rules.authority.lease import Lease, serve
 from engine.serve.adapters import (
     ServeRecall,
     Watermark,
@@ -55,7 +55,7 @@ from engine.store.db import connect
 from engine.store.txn import immediate
 
 if TYPE_CHECKING:
-    from engine.rules.sources import FollowedRules
+    from engine.rules.language.sources import FollowedRules
 
 READ_BUSY_MS = 2_000
 HOLDER_PREFIX = "serve@"
@@ -292,8 +292,8 @@ class ServeRuntime:
                 return
 
     def _evaluate_once(self) -> None:
-        from engine.rules.lease import SERVE, ruleset_digest
-        from engine.rules.lifecycle_run import open_live
+        from engine.rules.authority.lease import SERVE, ruleset_digest
+        from engine.rules.authority.lifecycle_run import open_live
 
         conn = connect(self.store, check_same_thread=True)
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.rules.sources import FollowedRules
+    from engine.rules.language.sources import FollowedRules
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic, InputError, Location

@@ -21,10 +21,12 @@ import sqlite3
 from typing import Final
 
 from engine.record import Record
-from engine.rules.holds import Hold, active_holds
-from engine.rules.stops import RunStop, stop_for_run
+from engine.rules.authority.holds import Hold, active_holds
+from engine.rules.authority.stops import RunStop, stop_for_run
 
 #: Decisions, as metrics labels: free; deny (a tool), block (a prompt); stop (a run).
+#: A vocabulary of its own, not the rule levels of engine.vocab: a hold-level fire becomes a
+#: deny or a block, and the loop guard stops a run with no rule level at all.
 FREE, DENY, BLOCK, STOP = "free", "deny", "block", "stop"
 _HOLD_PREFIX = re.compile(r"^rule_hold: rule `[^`]*` fired at seq \d+(: )?")
 

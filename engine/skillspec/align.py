@@ -231,6 +231,28 @@ def align(
     run_dir = Path(run_dir)
     compact(run_dir)
     envelopes = read_envelopes(run_dir)
+    text = _captured_input(run_dir, envelopes)
+    decision = decide(compiled, text)
+    report = AlignReport(
+        spec=spec_path,
+        decision_trace=str(run_dir),
+        input=text,
+        decision=decision,
+        checks=_checks(compiled, spec_fingerprint, text, decision, envelopes),
+        obligations=tuple(obligations_for(compiled, decision)),
+    )
+    try:
+        (run_dir / "alignment.json").write_text(
+            json.dumps(report.to_json(), indent=2, ensure_ascii=False, default=str),
+            encoding="utf-8",
+        )
+    except OSError as exc:
+        raise InputError(f"cannot write {run_dir / 'alignment.json'}: {exc}") from exc
+    return report
+
+
+def _captured_input(run_dir: Path, envelopes: Sequence[Mapping[str, Any]]) -> str:
+    """The input the trace captured; InputError for a trace without one."""
     if not envelopes:
         raise InputError(f"decision trace {run_dir} has no events", title="Bad trace")
     received = _last(envelopes, "input_received")
@@ -241,7 +263,17 @@ def align(
             "(trace.record must include input_received for alignment)",
             title="Bad trace",
         )
-    decision = decide(compiled, text)
+    return text
+
+
+def _checks(
+    compiled: CompiledSpec,
+    spec_fingerprint: str | None,
+    text: str,
+    decision: Decision,
+    envelopes: Sequence[Mapping[str, Any]],
+) -> tuple[AlignCheck, ...]:
+    """Each deterministic fact of the trace against the current spec and a fresh decision."""
     first = envelopes[0]
     outcome = _last(envelopes, "outcome_recorded")
     trace_route = outcome.get("route") if outcome is not None else None
@@ -251,7 +283,7 @@ def align(
     fp = next((e["spec_fingerprint"] for e in envelopes if e.get("spec_fingerprint")), None)
     ih = next((e["input_sha256"] for e in envelopes if e.get("input_sha256")), None)
     sel = decision.route_selection
-    checks = [
+    return (
         _eq(
             "skill_id",
             "trace skill id matches the current spec",
@@ -309,23 +341,7 @@ def align(
             decision.after_success,
             _collected(envelopes, "after_success_scheduled", "after_success"),
         ),
-    ]
-    report = AlignReport(
-        spec=spec_path,
-        decision_trace=str(run_dir),
-        input=text,
-        decision=decision,
-        checks=tuple(checks),
-        obligations=tuple(obligations_for(compiled, decision)),
     )
-    try:
-        (run_dir / "alignment.json").write_text(
-            json.dumps(report.to_json(), indent=2, ensure_ascii=False, default=str),
-            encoding="utf-8",
-        )
-    except OSError as exc:
-        raise InputError(f"cannot write {run_dir / 'alignment.json'}: {exc}") from exc
-    return report
 
 
 def render_summary(report: AlignReport) -> str:

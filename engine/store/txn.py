@@ -1,11 +1,18 @@
-"""One write-transaction helper: `with immediate(conn):` locks, then commits or rolls back.
+"""Transactions, written once: `with immediate(conn):` locks, then commits or rolls back.
 
-Why one helper: every writer must take SQLite's write lock up front
+Why one module: every writer must take SQLite's write lock up front
 (``BEGIN IMMEDIATE``, so reads inside see the state they then change), commit
 only if the whole block succeeded, and roll back on any exception, including
 ``KeyboardInterrupt``, so that a crash never leaves half a batch behind.
 Writing that by hand in ten places let some forget the ``in_transaction``
-check; here it is written once.
+check; here it is written once, and tests/test_vocabulary.py fails when a
+module elsewhere runs ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` itself.
+
+- :func:`immediate`: one write transaction (most writers);
+- :func:`immediate_unless_open`: the same, or join the caller's open one (the
+  lease, renewed alone or inside the evaluator's batch);
+- :func:`snapshot`: one read transaction, so several queries see one state;
+- :func:`rollback`: abandon whatever is open (a connection dropped after a failure).
 """
 
 from __future__ import annotations
@@ -27,6 +34,32 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         yield conn
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        rollback(conn)
         raise
+
+
+@contextmanager
+def immediate_unless_open(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """:func:`immediate`, or the caller's transaction when one is open (it commits, not this)."""
+    if conn.in_transaction:
+        yield conn
+        return
+    with immediate(conn):
+        yield conn
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run the block's reads in one (deferred) read transaction, ended however the block ends."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction on ``conn``, if there is one."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")

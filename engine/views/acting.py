@@ -3,7 +3,7 @@
 Nobody acts by surprise (DESIGN, "The gate's guarantees" 5): only ``harness
 serve``, ``harness evaluate`` and a console started with ``--act`` take the
 store lease, and the lease row records the holder's role and the digest of
-the rule set it acts with (``engine.rules.lease``). This view reads that row
+the rule set it acts with (``engine.rules.authority.lease``). This view reads that row
 (read-only, so a watching console never writes) and says it in one line, or
 "nobody is acting" with the rows waiting for an actor: those are evaluated
 from the live cursor when one returns.
@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.rules.lease import SERVE, current_lease, wall_ms
+from engine.rules.authority.lease import SERVE, current_lease, wall_ms
 
 #: Hex digits of a rule-set digest shown in the header (the rest is marked cut).
 DIGEST_DIGITS = 12

@@ -17,14 +17,16 @@ from typing import Any
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic
-from engine.rules.backtest import BacktestResult, resolve_range
-from engine.rules.backtest import Progress as Progress  # what a run reports, for the console
-from engine.rules.fires import Fire as Fire
-from engine.rules.lifecycle import Authority
-from engine.rules.lifecycle_run import backtest_with_lifecycle
-from engine.rules.loader import compile_rule_text
-from engine.rules.model import CompiledRule as CompiledRule
-from engine.rules.parity import Parity, compare_live
+from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation.backtest import BacktestResult, resolve_range
+from engine.rules.evaluation.backtest import (
+    Progress as Progress,  # what a run reports, for the console
+)
+from engine.rules.evaluation.fires import Fire as Fire
+from engine.rules.evaluation.parity import Parity, compare_live
+from engine.rules.language.loader import compile_rule_text
+from engine.rules.language.model import CompiledRule as CompiledRule
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ def prepare_demo_store(store: Path, now_ms: int, policy_dir: Path | None) -> int
     from the store as after any restart (live equals backtest across restarts).
     """
     from engine.config import load_config
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lifecycle_run import open_live
 
     rows = write_demo_history(store, now_ms, days=1)
     config = demo_config(load_config())

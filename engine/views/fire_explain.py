@@ -3,7 +3,7 @@
 The explanation itself (event row, now, rule version, each aggregate call
 recomputed from the journal and checked against the stored result, the level
 decision, the action outcome) is the rules engine's
-``engine.rules.fire_explain.explain_fire``, the same one ``harness rules explain``
+``engine.rules.evaluation.fire_explain.explain_fire``, the same one ``harness rules explain``
 prints; this module shapes it for a reader: times as UTC dates, the rows behind
 an aggregate as time/harness/run/type/path lines, the hold a fire created, and
 an enforce entry that only the ``--demo`` session holds in memory.
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.rules.fire_explain import Step, explain_fire_value
-from engine.rules.fire_explain import explain_fire as rules_explain_fire
-from engine.rules.fires import Fire
+from engine.rules.evaluation.fire_explain import Step, explain_fire_value
+from engine.rules.evaluation.fire_explain import explain_fire as rules_explain_fire
+from engine.rules.evaluation.fires import Fire
 from engine.timefmt import readable_ms
 
 #: How many of an aggregate's rows are listed one per line (the rest are counted).

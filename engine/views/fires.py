@@ -11,11 +11,11 @@ import json
 import shlex
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from engine.errors import Diagnostic, InputError, Location
-from engine.rules.vocab import LEVELS as LEVELS  # the console draws each level word
+from engine.timefmt import compact_ms
+from engine.vocab import LEVELS as LEVELS  # the console draws each level word
 
 #: Filter keys the `/` box accepts (``rule:NAME level:hold status:shadow harness:h1``).
 FILTER_KEYS = ("rule", "level", "status", "harness")
@@ -67,7 +67,7 @@ class FireFilter:
 def _hm(ms: int | None) -> str:
     if ms is None:
         return ""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%m-%dT%H:%M")
+    return compact_ms(ms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from engine.journal.rows import TYPES_BY_KIND
+from engine.vocab import SHADOW, STOP, SUPPRESSED
 
 #: Every event type but ``tick``, in the journal's order (the types a harness emits).
 ALL_TYPES: tuple[str, ...] = tuple(
@@ -102,7 +103,7 @@ def fleet_summary(
     fires: dict[str, int] = {}
     for target, n in conn.execute(
         "SELECT target, COUNT(*) FROM rule_fires WHERE seq >= ? AND target IS NOT NULL"
-        " AND status != 'suppressed' GROUP BY target",
+        f" AND status != '{SUPPRESSED}' GROUP BY target",
         (since_seq,),
     ):
         fires[str(target)] = int(n)
@@ -112,8 +113,8 @@ def fleet_summary(
     }
     stops: dict[str, int] = {}
     for target, at in conn.execute(
-        "SELECT target, MAX(at) FROM rule_fires WHERE seq >= ? AND effective_level = 'stop'"
-        " AND status NOT IN ('shadow', 'suppressed') AND target IS NOT NULL GROUP BY target",
+        f"SELECT target, MAX(at) FROM rule_fires WHERE seq >= ? AND effective_level = '{STOP}'"
+        f" AND status NOT IN ('{SHADOW}', '{SUPPRESSED}') AND target IS NOT NULL GROUP BY target",
         (since_seq,),
     ):
         stops[str(target)] = int(at)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.rules.holds import Hold
+    from engine.rules.authority.holds import Hold
 
 DEFAULT_RECENT_MS = 7 * 86_400_000
 
@@ -105,7 +105,7 @@ def release_hold(
     Unknown or already released ids are input errors (named, never a
     traceback); the next tick of the acting evaluator sees the release.
     """
-    from engine.rules.holds import release_by_operator
+    from engine.rules.authority.holds import release_by_operator
     from engine.store.txn import immediate
 
     now = int(time.time() * 1000) if now_ms is None else now_ms

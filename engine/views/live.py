@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import cast
 
 from engine.config import HarnessConfig
-from engine.rules.lease import CONSOLE, Lease, Stepper, ruleset_digest, serve
-from engine.rules.model import CompiledRule
+from engine.rules.authority.lease import CONSOLE, Lease, Stepper, ruleset_digest, serve
+from engine.rules.language.model import CompiledRule
 from engine.store.db import connect
 from engine.views.changes import Backoff, file_stamp
 from engine.views.demo import DEMO_DAY as DEMO_DAY
@@ -136,7 +136,7 @@ def run_evaluator(
     ``poll_s`` as soon as a step evaluates rows.
     """
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lifecycle_run import open_live
 
     current = config if callable(config) else (lambda: config)
     acting = ActingRules(current(), policy_dir)

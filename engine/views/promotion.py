@@ -5,7 +5,7 @@ global ``harness.toml`` (only that file grants hold/stop). Before doing so
 they want to know how long the rule has run (active, or in shadow until when)
 and what it would have held or stopped. The second part is a backtest of the
 rule over the whole recorded history through the real lifecycle wiring
-(:func:`engine.rules.lifecycle_run.backtest_with_lifecycle`) with an authority
+(:func:`engine.rules.authority.lifecycle_run.backtest_with_lifecycle`) with an authority
 that pins this version and skips the shadow period, so the hold spans, stops
 and suppressed matches are the ones the live evaluator would have produced.
 The view then offers the exact ``enforce`` line with a ``name@<hash prefix>``
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import HarnessConfig
-from engine.rules.backtest import BacktestResult, Progress, resolve_range
-from engine.rules.lifecycle import Authority, EnforceEntry
-from engine.rules.lifecycle_run import backtest_with_lifecycle
-from engine.rules.model import CompiledRule
-from engine.rules.vocab import ENFORCED_LEVELS, FIRED, SUPPRESSED
+from engine.rules.authority.lifecycle import Authority, EnforceEntry
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation.backtest import BacktestResult, Progress, resolve_range
+from engine.rules.language.model import CompiledRule
 from engine.timefmt import minute_ms
+from engine.vocab import ENFORCED_LEVELS, FIRED, STOP, SUPPRESSED
 
 #: Hex digits in the pin the view proposes (the loader accepts 4 or more).
 PIN_DIGITS = 12
@@ -218,7 +218,7 @@ def simulate_enforced(
             for h, c, r, _rule in releases
         )
         holds.append(WouldHold(str(span["harness"]), start, end, span.get("duration_ms"), released))
-    stops = [f for f in result.fires if f.status == FIRED and f.effective_level == "stop"]
+    stops = [f for f in result.fires if f.status == FIRED and f.effective_level == STOP]
     harnesses = sorted({h.harness for h in holds} | {f.target for f in stops})
     return PromotionReport(
         result=result,

@@ -16,13 +16,15 @@ from pathlib import Path
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic
-from engine.rules.lifecycle import Authority, decide_level, shadow_decision
-from engine.rules.loader import default_sources, load_rules
-from engine.rules.model import LoadResult as LoadResult  # what the Rules pane keeps
-from engine.rules.model import Rule
-from engine.rules.sources import keep_last_good as keep_last_good  # the console reads it here
-from engine.rules.vocab import ENFORCED_LEVELS
+from engine.rules.authority.lifecycle import Authority, decide_level, shadow_decision
+from engine.rules.language.loader import default_sources, load_rules
+from engine.rules.language.model import LoadResult as LoadResult  # what the Rules pane keeps
+from engine.rules.language.model import Rule
+from engine.rules.language.sources import (
+    keep_last_good as keep_last_good,  # the console reads it here
+)
 from engine.timefmt import iso_ms_precise
+from engine.vocab import ENFORCED_LEVELS
 
 
 @dataclass(frozen=True, slots=True)

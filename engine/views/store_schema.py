@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from engine.journal import schema as journal_schema
 from engine.policy import schema as proposals_schema
-from engine.rules import lifecycle_schema
-from engine.rules import schema as rules_schema
-from engine.rules import stops as stops_schema
+from engine.rules.authority import lifecycle_schema
+from engine.rules.authority import stops as stops_schema
+from engine.rules.evaluation import schema as rules_schema
 from engine.store.migrations import Migration, mark_complete, register_migration
 
 #: Every migration of this program, in version order.

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from engine.rules.vocab import FIRED
-from engine.rules.vocab import LEVELS as LEVELS  # the console draws each level word
+from engine.timefmt import clock_ms, month_day_ms
 from engine.views.fleet import harness_names
+from engine.vocab import FIRED
+from engine.vocab import LEVELS as LEVELS  # the console draws each level word
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -196,5 +196,4 @@ def format_bucket(ms: int) -> str:
 
 def format_tick(ms: int, bucket_ms: int) -> str:
     """A ruler label: the time of day for narrow buckets, the date for wide ones."""
-    when = datetime.fromtimestamp(ms / 1000, UTC)
-    return when.strftime("%m-%d") if bucket_ms >= HOUR_MS else when.strftime("%H:%M")
+    return month_day_ms(ms) if bucket_ms >= HOUR_MS else clock_ms(ms)

@@ -24,9 +24,9 @@ def naive_backtest(store: Path, rules: list[Any], first: int, last: int) -> dict
     import celpy
     from celpy import celtypes
 
-    from engine.rules.host_sql import SqlHost
-    from engine.rules.model import KIND_FIELDS
-    from engine.rules.window import COLUMNS, ROW_SELECT
+    from engine.rules.evaluation.host_sql import SqlHost
+    from engine.rules.evaluation.window import COLUMNS, ROW_SELECT
+    from engine.rules.language.model import KIND_FIELDS
     from engine.store.db import connect
 
     conn = connect(store, readonly=True)
@@ -83,7 +83,7 @@ def live_latency(seconds: float, rate: int = 1000) -> dict[str, Any]:
     """
     from engine.fleet.sim import iter_fleet_tuples
     from engine.journal.rows import INSERT_COLUMNS
-    from engine.rules.evaluator import LiveEvaluator
+    from engine.rules.evaluation.evaluator import LiveEvaluator
     from engine.store.db import connect
     from tests.benchmarks._rules_set import LATENCY_RULE, _compile, starter_rules
 
@@ -99,7 +99,7 @@ def live_latency(seconds: float, rate: int = 1000) -> dict[str, Any]:
         conn = connect(path, check_same_thread=False)
         try:  # through the lifecycle (shadow, cooldown, levels), as `harness evaluate` runs
             from engine.config import HarnessConfig
-            from engine.rules.lifecycle_run import open_live
+            from engine.rules.authority.lifecycle_run import open_live
 
             ev, _policy = open_live(conn, rules, HarnessConfig())
         except ImportError:

@@ -204,7 +204,7 @@ def _rule_text(kind: str, when: str, level: str, name: str) -> str:
 
 def _compile(kind: str, when: str, level: str, name: str) -> Any:
     from engine.config import RulesConfig
-    from engine.rules.loader import compile_rule_text
+    from engine.rules.language.loader import compile_rule_text
 
     compiled, errors = compile_rule_text(
         _rule_text(kind, when, level, name), f"{name}.yml", "file", RulesConfig()
@@ -216,7 +216,7 @@ def _compile(kind: str, when: str, level: str, name: str) -> Any:
 
 def starter_rules() -> list[Any]:
     from engine.config import RulesConfig
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.language.loader import default_sources, load_rules
 
     return list(load_rules(default_sources(), RulesConfig()).rules)
 

@@ -271,7 +271,7 @@ def _demo_journal(path: Path, days: int) -> None:
     """The demo fleet over ``days`` days, evaluated by the lifecycle-wired evaluator."""
     from engine.config import HarnessConfig
     from engine.fleet.sim import DAY_MS, write_fleet
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lifecycle_run import open_live
     from engine.store.db import connect
     from engine.views.live import demo_config, write_demo_policy
     from engine.views.rules import load_console_rules
@@ -438,7 +438,7 @@ def idle_cpu(tmp: Path, seconds: float) -> list[Row]:
     (all threads) over ``seconds``; baseline: a bare Textual app measured the same way.
     """
     from engine.config import HarnessConfig
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lifecycle_run import open_live
     from engine.store.db import connect
     from engine.views.rules import load_console_rules
 

@@ -105,10 +105,10 @@ def child_backtest(
     """
     import resource
 
-    from engine.rules.backtest import run_backtest
-    from engine.rules.lifecycle import Authority
-    from engine.rules.lifecycle_run import backtest_with_lifecycle
-    from engine.rules.ranges import SeqRange
+    from engine.rules.authority.lifecycle import Authority
+    from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+    from engine.rules.evaluation.backtest import run_backtest
+    from engine.rules.evaluation.ranges import SeqRange
     from engine.store.db import connect
 
     if files:
@@ -210,7 +210,7 @@ def _journal(store: Path) -> tuple[int, int, int]:
 def _commands(
     store: Path, tmp: Path, starter: list[Path], thirty: list[Path]
 ) -> dict[str, list[str]]:
-    from engine.rules.window import ROW_SELECT
+    from engine.rules.evaluation.window import ROW_SELECT
 
     def backtest(venv_bin: Path, files: list[Path]) -> list[str]:
         bt = [cmd.script("harness", venv_bin), "rules", "backtest", *map(str, files)]

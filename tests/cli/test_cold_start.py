@@ -24,8 +24,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.cli import cmd_hook, harness, skillspec
-from engine.cli.registry import Program
+from engine.cli import cmd_hook, skillspec
+from engine.cli.registry import HARNESS, SKILLSPEC, Command, Program
 from tests.cli.test_skillspec_check import VALID, write
 from tests.conftest import ROOT
 
@@ -65,10 +65,12 @@ HOOK_ENGINE = {
     "engine.policy.schema",
     "engine.record",
     "engine.rules",
-    "engine.rules.holds",
-    "engine.rules.lifecycle_schema",
-    "engine.rules.schema",
-    "engine.rules.stops",
+    "engine.rules.authority",
+    "engine.rules.authority.holds",
+    "engine.rules.authority.lifecycle_schema",
+    "engine.rules.authority.stops",
+    "engine.rules.evaluation",
+    "engine.rules.evaluation.schema",
     "engine.serve",
     "engine.serve.agents",
     "engine.serve.calls",
@@ -87,6 +89,8 @@ HOOK_ENGINE = {
     "engine.timefmt",
     "engine.views",
     "engine.views.store_schema",
+    # the config names its actions after the levels (constants only: it imports nothing)
+    "engine.vocab",
 }
 #: A call that journals rows (PostToolUse) also loads the writer.
 WRITER = {"engine.journal.lines", "engine.journal.writer", "engine.store.txn"}
@@ -264,8 +268,7 @@ def test_the_hook_fast_path_reads_plain_arguments_as_argparse_does(
     if quick is None:
         return
     assert quick.handler is cmd_hook.cmd_hook
-    full = Program("harness", harness.DESCRIPTION, (cmd_hook.register,))
-    read = argparse_reads(full, argv)
+    read = argparse_reads(HARNESS.only("hook"), argv)
     assert read == {k: v for k, v in vars(quick).items() if k != "handler"}
 
 
@@ -340,3 +343,24 @@ def test_the_fast_paths_take_the_usual_forms_and_leave_the_rest_to_argparse() ->
         ["explain", "s.yml", "--input", "x"],
     ):
         assert plain(argv) is None, argv
+
+
+def test_the_fast_paths_run_the_handlers_the_command_table_names() -> None:
+    """The fast paths name their handlers themselves (they may not load the registry)."""
+    from importlib import import_module
+
+    def handler(entry: object) -> object:
+        assert isinstance(entry, Command)
+        return getattr(import_module(entry.module), entry.handler)
+
+    hook = HARNESS.commands["hook"]
+    for agent in cmd_hook.AGENT_NAMES:
+        quick = cmd_hook.plain_args([agent])
+        assert quick is not None and quick.handler is handler(hook.commands[agent])  # type: ignore[union-attr]
+    assert set(skillspec.PLAIN) == {"validate", "test", "decide"}
+    for command, (_flags, module, name) in skillspec.PLAIN.items():
+        entry = SKILLSPEC.commands[command]
+        assert isinstance(entry, Command) and (entry.module, entry.handler) == (module, name)
+    for argv in (["validate", "s.yml"], ["test", "s.yml"], ["decide", "s.yml", "--inputs", "-"]):
+        quick = skillspec.plain_args(argv)
+        assert quick is not None and quick.handler is handler(SKILLSPEC.commands[argv[0]])

@@ -322,12 +322,12 @@ def test_a_rule_file_that_parses_badly_is_exit_1_and_a_missing_one_exit_2(
 def test_a_bug_is_an_internal_error_with_an_id_and_exit_70(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engine.cli.cmd_spec_check as cmd_check
+    import engine.skillspec.load as load
 
     def boom(*_a: object, **_k: object) -> object:
         raise OverflowError("a bug nobody foresaw")
 
-    monkeypatch.setattr(cmd_check, "check_spec", boom)
+    monkeypatch.setattr(load, "check_spec", boom)
     spec = tmp_path / "skill.spec.yml"
     spec.write_text(SPEC)
     monkeypatch.delenv("HARNESS_TRACEBACK", raising=False)

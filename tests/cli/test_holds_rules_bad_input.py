@@ -131,7 +131,7 @@ def test_out_of_range_numbers_are_exit_2_naming_the_flag(
 
 
 def test_in_range_durations_still_parse(capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.cli.cmd_rules import span, until
+    from engine.cli.options import span, until
 
     assert span("3650d") == "3650d" and until("24h") == "24h" and until("17") == "17"
     assert until("2026-01-31T12:00:00Z") == "2026-01-31T12:00:00Z"

@@ -1,4 +1,4 @@
-"""The one registry both programs share: ``--version``, exit codes, the console's plugin point."""
+"""The one parser both programs share: ``--version``, exit codes, the console's plugin point."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli import cmd_console, harness, registry, skillspec
+from engine.cli import cmd_console, harness, parser, skillspec
 from tests.conftest import ROOT
 
 
@@ -22,13 +22,13 @@ def test_version_prints_the_distribution_version(
         program.main(["--version"])
     assert done.value.code == 0
     name = program.PROGRAM.prog
-    assert capsys.readouterr().out.strip() == f"{name} {registry.package_version()}"
+    assert capsys.readouterr().out.strip() == f"{name} {parser.package_version()}"
 
 
 def test_version_is_the_installed_one_or_the_source_trees(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert registry.package_version() == metadata.version("harness-console")
+    assert parser.package_version() == metadata.version("harness-console")
 
     def missing(_name: str) -> str:
         raise metadata.PackageNotFoundError(_name)
@@ -37,7 +37,7 @@ def test_version_is_the_installed_one_or_the_source_trees(
     import engine
 
     monkeypatch.setattr(engine, "__version__", "9.9.9", raising=False)
-    assert registry.package_version() == "9.9.9"
+    assert parser.package_version() == "9.9.9"
 
 
 @pytest.mark.parametrize("module", ["engine.cli.harness", "engine.cli.skillspec"])
@@ -47,7 +47,7 @@ def test_version_from_the_command_line(module: str) -> None:
     )
     assert out.returncode == 0, out.stderr
     prog = module.rsplit(".", 1)[1]
-    assert out.stdout.split() == [prog, registry.package_version()]
+    assert out.stdout.split() == [prog, parser.package_version()]
 
 
 @pytest.mark.parametrize("program", [harness, skillspec])

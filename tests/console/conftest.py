@@ -74,7 +74,7 @@ tests:
 
 def _build_store(root: Path) -> tuple[Path, Path]:
     from engine.fleet.sim import write_fleet
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lifecycle_run import open_live
 
     store = root / "journal.db"
     policy = write_demo_policy(root / "policy")

@@ -22,7 +22,7 @@ from console.context import ConsoleContext
 from console.widgets.header import ConsoleHeader, cut_left
 from engine.cli.harness import main
 from engine.config import HarnessConfig
-from engine.rules.lease import Lease, current_lease, ruleset_digest
+from engine.rules.authority.lease import Lease, current_lease, ruleset_digest
 from engine.store.db import connect
 from engine.views.acting import Acting, acting_on, serve_acting, short_digest, who_acts
 from engine.views.live import demo_config

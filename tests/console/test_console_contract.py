@@ -24,7 +24,7 @@ from textual.message import Message
 import console
 import engine
 from console.app import PANES
-from engine.rules.vocab import LEVELS
+from engine.vocab import LEVELS
 from tests.conftest import ROOT
 from tests.test_layering import _lint_imports
 
@@ -71,11 +71,11 @@ def test_a_console_import_past_the_views_breaks_the_contract(tmp_path: Path) -> 
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert f"{CONTRACT} KEPT" in clean.stdout
     with (copy / "console" / "panes" / "holds.py").open("a", encoding="utf-8") as f:
-        f.write("\nfrom engine.rules import holds as _holds  # past the views\n")
+        f.write("\nfrom engine.rules.authority import holds as _holds  # past the views\n")
     broken = _lint_imports(copy)
     assert broken.returncode != 0
     assert f"{CONTRACT} BROKEN" in broken.stdout
-    assert "console.panes.holds -> engine.rules.holds" in broken.stdout
+    assert "console.panes.holds -> engine.rules.authority.holds" in broken.stdout
 
 
 def _console_classes() -> list[type]:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from engine.cli.harness import main as harness
 from engine.cli.skillspec import main as skillspec
 from engine.config import RulesConfig
-from engine.rules.loader import load_rules
+from engine.rules.language.loader import load_rules
 from engine.skillspec.deps import check_deps
 from engine.skillspec.load import check_spec
 from tests.fuzz._cli import assert_clean, assert_refused, run_cli

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from engine.cli.harness import main as harness
 from engine.config import RulesConfig
-from engine.rules.loader import compile_rule_file, load_rules
+from engine.rules.language.loader import compile_rule_file, load_rules
 from tests.fuzz._cli import assert_clean, run_cli
 from tests.fuzz.conftest import fuzz_settings, scratch_dir
 from tests.fuzz.strategies import (

@@ -13,7 +13,7 @@ from engine.config import RulesConfig
 from engine.fleet.sim import CHURN_PATH, RESTART_CAUSE, VERIFY_CAUSE_A, write_fleet
 from engine.policy.miner import MINER_NAMES, mine
 from engine.policy.proposals import list_proposals
-from engine.rules.loader import default_sources, load_rules
+from engine.rules.language.loader import default_sources, load_rules
 from engine.store.db import connect
 
 pytestmark = pytest.mark.slow

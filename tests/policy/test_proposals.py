@@ -14,9 +14,9 @@ from engine.config import HarnessConfig, RulesConfig, parse_config
 from engine.errors import CheckFailed
 from engine.fleet.sim import write_fleet
 from engine.policy.proposals import list_proposals, store_proposal
-from engine.rules.lifecycle import Authority, decide_level
-from engine.rules.lint import run_lint
-from engine.rules.loader import compile_rule_file, load_rules
+from engine.rules.authority.lifecycle import Authority, decide_level
+from engine.rules.language.lint import run_lint
+from engine.rules.language.loader import compile_rule_file, load_rules
 from engine.store.db import connect
 
 HOLD_RULE = """\

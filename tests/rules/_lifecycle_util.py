@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from engine.config import HarnessConfig, RulesConfig
-from engine.rules.loader import default_sources, load_rules
-from engine.rules.model import CompiledRule
+from engine.rules.language.loader import default_sources, load_rules
+from engine.rules.language.model import CompiledRule
 
 T0 = 1_780_000_000_000
 MIN = 60_000
@@ -64,7 +64,7 @@ def starter(names: Iterable[str] = ("restart_same_error",)) -> list[CompiledRule
 
 
 def rule_from_text(tmp: Path, text: str, kind: str = "policy") -> CompiledRule:
-    from engine.rules.loader import compile_rule_text
+    from engine.rules.language.loader import compile_rule_text
 
     cr, errors = compile_rule_text(text, str(tmp / "rule.yml"), kind, RulesConfig())  # type: ignore[arg-type]
     assert cr is not None, errors

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.rules.actions import (
+from engine.rules.authority.actions import (
     ActionRequest,
     ActionRunner,
     action_for,

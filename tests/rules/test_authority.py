@@ -20,9 +20,9 @@ import pytest
 
 from engine.config import HarnessConfig, load_config
 from engine.errors import HarnessError
-from engine.rules.lifecycle_run import open_live
-from engine.rules.loader import default_sources, load_rules
-from engine.rules.model import CompiledRule
+from engine.rules.authority.lifecycle_run import open_live
+from engine.rules.language.loader import default_sources, load_rules
+from engine.rules.language.model import CompiledRule
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal
 
@@ -242,7 +242,7 @@ def a_name_change_keeping_the_text(s: Setup) -> Outcome:
 
 def a_changed_rule_under_a_pinned_enforce(s: Setup) -> Outcome:
     from engine.config import RulesConfig
-    from engine.rules.loader import compile_rule_text
+    from engine.rules.language.loader import compile_rule_text
 
     original, _ = compile_rule_text(
         EVIL.format(name="evil", level="stop"), "o.yml", "policy", RulesConfig()

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from engine.cli.harness import main as harness
-from engine.rules.backtest import (
+from engine.rules.evaluation.backtest import (
     ON_RECORDED_HISTORY,
     SILENT_NOTE,
     Progress,
     resolve_range,
     run_backtest,
 )
-from engine.rules.evaluator import LiveEvaluator
+from engine.rules.evaluation.evaluator import LiveEvaluator
 from engine.store.db import connect
 from tests.rules.test_evaluator import CAUSE, MIN, RESTART_RULE, T0, insert, make_rule, row
 

@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 
 from engine.cli.common import print_json
 from engine.config import RulesConfig
-from engine.rules.backtest import BacktestResult, SeqRange, resolve_range
-from engine.rules.backtest_json import encode
-from engine.rules.fires import Fire
-from engine.rules.lifecycle import Authority
-from engine.rules.lifecycle_run import backtest_with_lifecycle
-from engine.rules.model import CallRecord
-from engine.rules.parity import compare_live
+from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation.backtest import BacktestResult, SeqRange, resolve_range
+from engine.rules.evaluation.backtest_json import encode
+from engine.rules.evaluation.fires import Fire
+from engine.rules.evaluation.parity import compare_live
+from engine.rules.language.model import CallRecord
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal, starter
 

@@ -2,7 +2,7 @@
 
 cel-expr-python 0.1.3 never frees the arguments it converts for a Python
 function, so the runner executes a rewrite of each rule in which every
-primitive call site is a zero-argument call (see ``engine.rules.celexec``).
+primitive call site is a zero-argument call (see ``engine.rules.language.celexec``).
 These tests measure memory over 200,000 primitive calls, and compare the
 rewritten runner with the user's program evaluated as written (the reference
 semantics: same results, call records in order, costs and error texts).
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from engine.config import RulesConfig
-from engine.rules.celast import AstDecodeError, parse_expr
-from engine.rules.celenv import CelEnvironment
-from engine.rules.celexec import rewrite_checked
-from engine.rules.loader import compile_rule_file
-from engine.rules.model import CompiledRule, EvalResult
+from engine.rules.language.celast import AstDecodeError, parse_expr
+from engine.rules.language.celenv import CelEnvironment
+from engine.rules.language.celexec import rewrite_checked
+from engine.rules.language.loader import compile_rule_file
+from engine.rules.language.model import CompiledRule, EvalResult
 
 CALLS = 200_000
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import pytest
 
 from engine.config import RulesConfig
-from engine.rules.celenv import COST_EXCEEDED, CelEnvironment, default_environment
-from engine.rules.loader import compile_rule_text
-from engine.rules.model import SATURATION, CompiledRule
+from engine.rules.language.celenv import COST_EXCEEDED, CelEnvironment, default_environment
+from engine.rules.language.loader import compile_rule_text
+from engine.rules.language.model import SATURATION, CompiledRule
 
 DIGEST = "sha256:" + "a" * 64
 

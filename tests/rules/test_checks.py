@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from engine.config import RulesConfig
-from engine.rules.celast import decode_checked, walk
-from engine.rules.celenv import default_environment
-from engine.rules.checks import MAX_COMPREHENSION_NESTING, check_ast
-from engine.rules.loader import compile_rule_file
-from engine.rules.model import PRIMITIVE_COST
+from engine.rules.language.celast import decode_checked, walk
+from engine.rules.language.celenv import default_environment
+from engine.rules.language.checks import MAX_COMPREHENSION_NESTING, check_ast
+from engine.rules.language.loader import compile_rule_file
+from engine.rules.language.model import PRIMITIVE_COST
 
 
 def load(when: str, cost_limit: int = 10_000, on: str = "run_event") -> tuple[list[str], object]:

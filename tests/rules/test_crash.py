@@ -21,10 +21,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from engine.rules.actions import actions_for_fire
-from engine.rules.backtest import resolve_range
-from engine.rules.lifecycle import Authority
-from engine.rules.lifecycle_run import backtest_with_lifecycle
+from engine.rules.authority.actions import actions_for_fire
+from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation.backtest import resolve_range
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal, config, starter
 

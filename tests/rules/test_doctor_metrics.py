@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.rules.authority.lease import Lease
+from engine.rules.authority.lifecycle_run import open_live
 from engine.rules.doctor import run_doctor
-from engine.rules.lease import Lease
-from engine.rules.lifecycle_run import open_live
 from engine.rules.metrics import collect, render_prometheus
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal, config, starter

@@ -18,12 +18,11 @@ import pytest
 
 from engine.config import RulesConfig
 from engine.fleet.sim import write_fleet
-from engine.rules.backtest import resolve_range
-from engine.rules.hooks import RowView
-from engine.rules.lifecycle import Authority, Lifecycle, LifecycleHooks
-from engine.rules.lifecycle_run import backtest_with_lifecycle
-from engine.rules.model import CompiledRule, Rule
-from engine.rules.vocab import FireDecision
+from engine.rules.authority.lifecycle import Authority, Lifecycle, LifecycleHooks
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation.backtest import resolve_range
+from engine.rules.evaluation.hooks import FireDecision, RowView
+from engine.rules.language.model import CompiledRule, Rule
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal, rule_from_text, starter
 from tests.rules.test_lifecycle_equivalence import policy_rules
@@ -70,7 +69,7 @@ def both(
     """The on-demand backtest and the every-tick one, with their hooks."""
     rng = resolve_range(conn, **kw)
     fast_hooks = LifecycleHooks(Lifecycle(authority), rules)
-    from engine.rules.backtest import run_backtest
+    from engine.rules.evaluation.backtest import run_backtest
 
     fast = run_backtest(conn, rules, rng, hooks=fast_hooks, wrap_host=fast_hooks.host_factory)
     ref_inner = LifecycleHooks(Lifecycle(authority), rules)
@@ -156,7 +155,7 @@ def test_a_tick_rule_still_sees_the_ticks_it_matches(tmp_path: Path) -> None:
 def test_fleet_days_with_policy_rules_enforced(tmp_path: Path) -> None:
     conn = connect(tmp_path / "s.db")
     write_fleet(conn, days=2, harnesses=8)
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.language.loader import default_sources, load_rules
 
     rules = list(load_rules(default_sources([policy_rules(tmp_path)]), RulesConfig()).rules)
     names = tuple(cr.rule.name for cr in rules)

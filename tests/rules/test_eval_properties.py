@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import RulesConfig
-from engine.rules.evaluator import RowEvaluator, fast_host_for
-from engine.rules.loader import compile_rule_text
-from engine.rules.model import CompiledRule
-from engine.rules.window import COLUMNS
+from engine.rules.evaluation.evaluator import RowEvaluator, fast_host_for
+from engine.rules.evaluation.window import COLUMNS
+from engine.rules.language.loader import compile_rule_text
+from engine.rules.language.model import CompiledRule
 
 T0 = 1_767_225_600_000
 CAUSES = ("sha256:" + "a" * 64, "sha256:" + "b" * 64)
@@ -173,7 +173,7 @@ def test_random_cel_never_crashes_the_evaluator(texts: list[str], seed: int) -> 
 
 def test_random_rule_files_on_disk_never_crash_the_evaluator(tmp_path: Path) -> None:
     """A hand-picked set of odd but loadable rules, through the real loader path."""
-    from engine.rules.loader import load_rules
+    from engine.rules.language.loader import load_rules
 
     odd = {
         "deep.yml": "event.type in ['restart'] && [1, 2].all(x, [3].exists(y, y > x))",

@@ -11,13 +11,17 @@ from typing import Any
 import pytest
 
 from engine.config import RulesConfig
-from engine.rules.evaluator import LiveEvaluator, RowEvaluator, fast_host_for, read_cursor
-from engine.rules.fires import Fire, list_fires
-from engine.rules.hooks import DefaultHooks, RowView
-from engine.rules.host_sql import SqlHost
-from engine.rules.loader import compile_rule_text
-from engine.rules.model import CompiledRule, EvalResult, Rule
-from engine.rules.vocab import FireDecision
+from engine.rules.evaluation.evaluator import (
+    LiveEvaluator,
+    RowEvaluator,
+    fast_host_for,
+    read_cursor,
+)
+from engine.rules.evaluation.fires import Fire, list_fires
+from engine.rules.evaluation.hooks import DefaultHooks, FireDecision, RowView
+from engine.rules.evaluation.host_sql import SqlHost
+from engine.rules.language.loader import compile_rule_text
+from engine.rules.language.model import CompiledRule, EvalResult, Rule
 from engine.store.db import connect
 
 INSERT = (
@@ -225,7 +229,7 @@ def test_a_store_read_failure_is_a_store_error_not_a_rule_error(
     )
     # The same rows through a working SQL host fire normally.
     fine = RowEvaluator([rule], SqlHost(store))
-    from engine.rules.window import ROW_SELECT
+    from engine.rules.evaluation.window import ROW_SELECT
 
     out = [
         f for r in store.execute(ROW_SELECT + " ORDER BY seq").fetchall() for f in fine.process(r)
@@ -289,7 +293,7 @@ def test_rows_failing_a_static_guard_are_never_evaluated(store: sqlite3.Connecti
     rows += [row(T0 + 600 + i, "restart", cause_digest=CAUSE) for i in range(4)]
     insert(store, rows)
     core = RowEvaluator([rule], fast_host_for([rule]))
-    from engine.rules.window import ROW_SELECT
+    from engine.rules.evaluation.window import ROW_SELECT
 
     fires = [f for r in store.execute(ROW_SELECT + " ORDER BY seq") for f in core.process(r)]
     # CEL runs on the restarts whose count gate passes (>= 3 in the window): the last two.
@@ -407,7 +411,7 @@ def test_evaluate_with_a_missing_policy_dir_is_exit_2(tmp_path: Path) -> None:
 
 def test_oversize_rule_file_in_a_dir_is_refused_without_reading_it(tmp_path: Path) -> None:
     from engine.config import RulesConfig
-    from engine.rules.loader import load_rules
+    from engine.rules.language.loader import load_rules
     from engine.yamlsrc import MAX_BYTES
 
     big = tmp_path / "big.yml"

@@ -20,15 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.rules.aggsql import gate_predicate, gate_value, journal_indexes
-from engine.rules.celast import decode_checked
-from engine.rules.celenv import default_environment
-from engine.rules.evaluator import RowEvaluator, fast_host_for
-from engine.rules.gates import Gate, derive_gates
-from engine.rules.model import SATURATION
-from engine.rules.prefilter import for_rule
-from engine.rules.shape_tables import shape_table
-from engine.rules.window import ROW_SELECT, Shape, WindowIndex
+from engine.rules.evaluation.aggsql import gate_predicate, gate_value, journal_indexes
+from engine.rules.evaluation.evaluator import RowEvaluator, fast_host_for
+from engine.rules.evaluation.shape_tables import shape_table
+from engine.rules.evaluation.window import ROW_SELECT, Shape, WindowIndex
+from engine.rules.language.celast import decode_checked
+from engine.rules.language.celenv import default_environment
+from engine.rules.language.gates import Gate, derive_gates
+from engine.rules.language.model import SATURATION
+from engine.rules.language.prefilter import for_rule
 from engine.store.db import connect
 from tests.rules.test_evaluator import make_rule
 from tests.rules.test_prefilter_properties import build_journal
@@ -157,7 +157,7 @@ def _all_gates() -> list[Gate]:
 
 
 def _window_answer(host: WindowIndex, gate: Gate, row: tuple[Any, ...]) -> int | bool:
-    from engine.rules.window import COL
+    from engine.rules.evaluation.window import COL
 
     sel = {k: (v if tag == "lit" else row[COL[v]]) for k, (tag, v) in gate.selector}
     if gate.fn == "count":

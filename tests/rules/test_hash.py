@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engine.config import RulesConfig
-from engine.rules.loader import compile_rule_file
+from engine.rules.language.loader import compile_rule_file
 
 BASE = {
     "name": "restart_same_error",

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.rules.holds import check_admission, list_holds, release_by_operator
-from engine.rules.lifecycle import Authority
-from engine.rules.lifecycle_run import backtest_with_lifecycle, open_live
+from engine.rules.authority.holds import check_admission, list_holds, release_by_operator
+from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle, open_live
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal, config, starter
 
@@ -129,7 +129,7 @@ def test_backtest_reports_the_same_hold_span_as_the_live_run(tmp_path: Path) -> 
     live = [
         (h.harness, h.event_seq, h.released_seq) for h in list_holds(conn, include_released=True)
     ]
-    from engine.rules.backtest import resolve_range
+    from engine.rules.evaluation.backtest import resolve_range
 
     result = backtest_with_lifecycle(
         conn,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.rules.lease import Lease, current_lease
+from engine.rules.authority.lease import Lease, current_lease
 from engine.store.db import connect
 
 
@@ -70,7 +70,7 @@ def test_a_killed_holder_loses_the_lease_when_it_expires(tmp_path: Path) -> None
     code = (
         "import sys, time\n"
         "from engine.store.db import connect\n"
-        "from engine.rules.lease import Lease\n"
+        "from engine.rules.authority.lease import Lease\n"
         f"l = Lease(connect({str(store)!r}), ttl_ms=600, holder='victim')\n"
         "assert l.try_acquire()\n"
         "print('held', flush=True)\n"
@@ -101,8 +101,8 @@ def test_a_killed_holder_loses_the_lease_when_it_expires(tmp_path: Path) -> None
 def test_a_holder_whose_lease_was_taken_over_commits_nothing(tmp_path: Path) -> None:
     import pytest
 
-    from engine.rules.lease import LeaseLost
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lease import LeaseLost
+    from engine.rules.authority.lifecycle_run import open_live
     from tests.rules._lifecycle_util import MIN, Journal, config, starter
 
     clock = Clock()
@@ -212,7 +212,7 @@ def _dead_pid() -> int:
 
 
 def test_the_row_records_role_and_rule_set(tmp_path: Path) -> None:
-    from engine.rules.lease import ruleset_digest
+    from engine.rules.authority.lease import ruleset_digest
     from tests.rules._lifecycle_util import config, starter
 
     rules = starter(("restart_same_error", "file_churn"))
@@ -237,7 +237,7 @@ def test_the_row_records_role_and_rule_set(tmp_path: Path) -> None:
 
 
 def test_the_digest_follows_meaning_and_authority_not_order(tmp_path: Path) -> None:
-    from engine.rules.lease import ruleset_digest
+    from engine.rules.authority.lease import ruleset_digest
     from tests.rules._lifecycle_util import config, rule_from_text, starter
 
     rules = starter(("restart_same_error", "file_churn"))
@@ -311,8 +311,8 @@ def test_rows_admitted_while_nobody_acted_are_evaluated_when_an_actor_returns(
     """The watermark: an actor that comes back starts from the live cursor, not from now."""
     import threading
 
-    from engine.rules.lease import serve
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lease import serve
+    from engine.rules.authority.lifecycle_run import open_live
     from tests.rules._lifecycle_util import Journal, config, starter
 
     conn = connect(tmp_path / "s.db", check_same_thread=False)
@@ -351,8 +351,8 @@ def test_rows_admitted_while_nobody_acted_are_evaluated_when_an_actor_returns(
 def test_evaluate_follow_reloads_its_rules_and_records_the_new_digest(tmp_path: Path) -> None:
     """DESIGN 5: the acting process reloads rule files on change, keeping the last good set."""
     from engine.config import HarnessConfig
-    from engine.rules.lease import ruleset_digest
-    from engine.rules.loader import default_sources, load_rules
+    from engine.rules.authority.lease import ruleset_digest
+    from engine.rules.language.loader import default_sources, load_rules
 
     store, policy = tmp_path / "s.db", tmp_path / "policy"
     policy.mkdir()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from engine.config import RulesConfig, parse_config
 from engine.errors import InputError
-from engine.rules.lifecycle import (
+from engine.rules.authority.lifecycle import (
     ACTIVE,
     DISABLED,
     SHADOW,
@@ -194,7 +194,7 @@ def test_live_evaluator_follows_config_edits_and_keeps_the_last_good_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from engine.config import load_config
-    from engine.rules.lifecycle_run import open_live
+    from engine.rules.authority.lifecycle_run import open_live
     from tests.rules._lifecycle_util import MIN, Journal, starter
 
     cfg_path = tmp_path / "harness.toml"

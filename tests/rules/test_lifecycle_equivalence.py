@@ -17,11 +17,11 @@ from pathlib import Path
 
 from engine.config import HarnessConfig, RulesConfig
 from engine.fleet.sim import write_fleet
-from engine.rules.backtest import resolve_range
-from engine.rules.holds import list_holds
-from engine.rules.lifecycle import Authority
-from engine.rules.lifecycle_run import backtest_with_lifecycle, open_live
-from engine.rules.loader import default_sources, load_rules
+from engine.rules.authority.holds import list_holds
+from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle, open_live
+from engine.rules.evaluation.backtest import resolve_range
+from engine.rules.language.loader import default_sources, load_rules
 from engine.store.db import connect
 
 ROOT = Path(__file__).resolve().parents[2]

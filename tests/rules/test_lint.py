@@ -11,8 +11,8 @@ import pytest
 
 from engine.cli.harness import main
 from engine.config import HarnessConfig, RulesConfig
-from engine.rules.lint import format_json, format_sarif, format_text, run_lint
-from engine.rules.loader import ENFORCE_WARNING, load_rules
+from engine.rules.language.lint import format_json, format_sarif, format_text, run_lint
+from engine.rules.language.loader import ENFORCE_WARNING, load_rules
 
 GOOD = """\
 name: churny

@@ -9,8 +9,8 @@ import pytest
 
 from engine.config import RulesConfig
 from engine.errors import Diagnostic
-from engine.rules.loader import compile_rule_file, default_sources, load_rules, starter_dir
-from engine.rules.model import CompiledRule
+from engine.rules.language.loader import compile_rule_file, default_sources, load_rules, starter_dir
+from engine.rules.language.model import CompiledRule
 
 CFG = RulesConfig()
 
@@ -388,7 +388,7 @@ def test_starter_pack_on_the_simulated_fleet(tmp_path: Path, quiet: bool) -> Non
     from collections import Counter
 
     from engine.fleet.sim import write_fleet
-    from engine.rules.backtest import resolve_range, run_backtest
+    from engine.rules.evaluation.backtest import resolve_range, run_backtest
     from engine.store.db import connect
 
     conn = connect(tmp_path / "fleet.db")
@@ -410,7 +410,7 @@ def test_starter_pack_on_the_simulated_fleet(tmp_path: Path, quiet: bool) -> Non
 
 def test_an_empty_rules_list_is_an_error_not_silence() -> None:
     from engine.config import RulesConfig
-    from engine.rules.loader import compile_rule_file
+    from engine.rules.language.loader import compile_rule_file
 
     res = compile_rule_file("rules: []\n", "empty.yml", "policy", RulesConfig())
     assert res.rules == ()
@@ -440,7 +440,7 @@ def test_an_overflowing_cooldown_is_a_located_error_and_other_rules_load(
 def test_a_bug_while_compiling_one_file_is_that_files_located_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import engine.rules.loader as loader
+    import engine.rules.language.loader as loader
 
     real = loader.compile_rule_file
 

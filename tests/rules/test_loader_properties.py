@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import RulesConfig
-from engine.rules.loader import compile_rule_file
-from engine.rules.model import KIND_NAMES, LEVELS
+from engine.rules.language.loader import compile_rule_file
+from engine.rules.language.model import KIND_NAMES, LEVELS
 
 CFG = RulesConfig(cost_limit=2_000)
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

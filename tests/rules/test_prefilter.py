@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.rules.candidates import CandidatePlan, candidate_plan, minimal_terms
-from engine.rules.celast import decode_checked
-from engine.rules.celenv import default_environment
-from engine.rules.prefilter import Prefilter, Term, derive, for_rule
-from engine.rules.window import ROW_SELECT
+from engine.rules.evaluation.candidates import CandidatePlan, candidate_plan, minimal_terms
+from engine.rules.evaluation.window import ROW_SELECT
+from engine.rules.language.celast import decode_checked
+from engine.rules.language.celenv import default_environment
+from engine.rules.language.prefilter import Prefilter, Term, derive, for_rule
 from engine.store.db import connect
 from tests.rules.test_evaluator import T0, insert, make_rule, row
 

@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import HarnessConfig
-from engine.rules.backtest import resolve_range, run_backtest
-from engine.rules.lifecycle import Authority
-from engine.rules.lifecycle_run import backtest_with_lifecycle
-from engine.rules.model import CompiledRule
+from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation.backtest import resolve_range, run_backtest
+from engine.rules.language.model import CompiledRule
 from engine.store.db import connect
 from tests.rules.test_evaluator import T0, insert, make_rule
 
@@ -181,13 +181,13 @@ def test_prefiltered_backtest_fires_like_the_unfiltered_one(
         conn.close()
 
 
-#: Every way a prefiltered replay may answer aggregates (see engine.rules.replay).
+#: Every way a prefiltered replay may answer aggregates (see engine.rules.evaluation.replay).
 MODES = ("auto", "sql", "window")
 
 
 def test_refused_guards_really_are_refused() -> None:
     """The generator's refuse list is not vacuous: those rules get no condition beyond kind."""
-    from engine.rules.prefilter import for_rule
+    from engine.rules.language.prefilter import for_rule
 
     for (guard, usable), (t, u) in itertools.product(GUARDS, [("restart", "tool_call")]):
         conditions = for_rule(rule(99, guard, "", t, u, "notify")).conditions

@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.rules.ranges import SeqRange, count_rows, first_seq_after, resolve_range
+from engine.rules.evaluation.ranges import SeqRange, count_rows, first_seq_after, resolve_range
 from engine.store.db import connect
 
 T0 = 1_780_000_000_000

@@ -18,13 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.rules.backtest import resolve_range, run_backtest
-from engine.rules.candidates import CandidatePlan
-from engine.rules.host_replay import ReplayHost
-from engine.rules.prefilter import Term
-from engine.rules.replay import plan_replay
-from engine.rules.shape_tables import shape_table
-from engine.rules.window import ROW_SELECT, SelectorNotIndexed, Shape
+from engine.rules.evaluation.backtest import resolve_range, run_backtest
+from engine.rules.evaluation.candidates import CandidatePlan
+from engine.rules.evaluation.host_replay import ReplayHost
+from engine.rules.evaluation.replay import plan_replay
+from engine.rules.evaluation.shape_tables import shape_table
+from engine.rules.evaluation.window import ROW_SELECT, SelectorNotIndexed, Shape
+from engine.rules.language.prefilter import Term
 from engine.store.db import connect
 from tests.rules.test_backtest import restart_journal
 from tests.rules.test_evaluator import CAUSE, T0, insert, make_rule, row

@@ -25,10 +25,10 @@ from engine.fleet.sim import (
     VERIFY_CAUSE_B,
     write_fleet,
 )
-from engine.rules.backtest import resolve_range, run_backtest
-from engine.rules.evaluator import LiveEvaluator
-from engine.rules.fires import Fire, list_fires
-from engine.rules.loader import default_sources, load_rules
+from engine.rules.evaluation.backtest import resolve_range, run_backtest
+from engine.rules.evaluation.evaluator import LiveEvaluator
+from engine.rules.evaluation.fires import Fire, list_fires
+from engine.rules.language.loader import default_sources, load_rules
 from engine.store.db import connect
 
 DAYS = 4

@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.rules import host_sql, window
-from engine.rules.host_sql import SqlHost
-from engine.rules.window import ROW_SELECT, SelectorNotIndexed, Shape, WindowIndex, plan_rule
+from engine.rules.evaluation import host_sql, window
+from engine.rules.evaluation.host_sql import SqlHost
+from engine.rules.evaluation.window import (
+    ROW_SELECT,
+    SelectorNotIndexed,
+    Shape,
+    WindowIndex,
+    plan_rule,
+)
 from engine.store.db import connect
 
 INSERT = (
@@ -216,7 +222,7 @@ def _rule(when: str, primitives: tuple[object, ...] = ()) -> object:
 
 
 def test_plan_finds_guards_and_literal_selector_values() -> None:
-    from engine.rules.model import PrimitiveSpec
+    from engine.rules.language.model import PrimitiveSpec
 
     spec = PrimitiveSpec(0, "count", None, ("harness", "type", "cause_digest"), 3_600_000)
     plan = plan_rule(
@@ -242,7 +248,7 @@ def test_plan_takes_no_guard_from_a_disjunction_or_negation() -> None:
 
 
 def test_plan_of_unparsable_text_falls_back_to_unfiltered_shapes() -> None:
-    from engine.rules.model import PrimitiveSpec
+    from engine.rules.language.model import PrimitiveSpec
 
     spec = PrimitiveSpec(0, "distinct", "run", ("path",), 60_000)
     plan = plan_rule(_rule("this is ( not cel", (spec,)))
@@ -255,7 +261,7 @@ def test_sql_host_and_window_index_give_identical_fires_on_the_simulated_fleet(
 ) -> None:
     """The whole evaluator over one simulated day, once per host: the same fires."""
     from engine.fleet.sim import write_fleet
-    from engine.rules.evaluator import RowEvaluator, fast_host_for
+    from engine.rules.evaluation.evaluator import RowEvaluator, fast_host_for
     from tests.rules.test_equivalence import all_rules
 
     conn = connect(tmp_path / "sim.db")

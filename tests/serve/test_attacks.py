@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from engine.journal.rows import INSERT_COLUMNS, RowError, check_values, row_from_mapping
-from engine.rules.actions import ActionRequest, ActionRunner, UnsafeArgument, render_argv
+from engine.rules.authority.actions import ActionRequest, ActionRunner, UnsafeArgument, render_argv
 from engine.store.db import connect
 from tests.serve._load import hook_body, otlp_body
 from tests.serve.conftest import CONFIG, ROOT, Serve, fixture, serve_env, start_serve

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.journal.writer import Committer
-from engine.rules.holds import Hold
-from engine.rules.stops import RunStop
+from engine.rules.authority.holds import Hold
+from engine.rules.authority.stops import RunStop
 from engine.serve.calls import HOOK, MATCH_WINDOW_MS, OTLP, CallBook, ToolReport
 from engine.serve.derive import Deriver
 from engine.serve.recall import StoreRecall

@@ -13,7 +13,7 @@ from pathlib import Path
 from aiohttp.test_utils import TestClient, TestServer
 
 from engine.config import HarnessConfig
-from engine.rules.holds import create_hold
+from engine.rules.authority.holds import create_hold
 from engine.serve.app import build_app
 from engine.serve.metrics import ServeMetrics
 from engine.serve.runtime import ServeRuntime

@@ -16,8 +16,8 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-from engine.rules.holds import Hold
-from engine.rules.stops import RunStop
+from engine.rules.authority.holds import Hold
+from engine.rules.authority.stops import RunStop
 from engine.serve.canon import digest
 from engine.serve.verdict import GateState
 from tests.serve._rig import Rig

@@ -1,0 +1,1 @@
+"""The rule language: rule files to compiled rules (model, CEL, checks, loader, sources)."""
