@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import load_config, parse_config, resolve_store
+from engine.config import load_config, resolve_store
+from engine.config_text import parse_config
 from engine.errors import InputError
 
 

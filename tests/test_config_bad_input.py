@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.config import MAX_CONFIG_BYTES, load_config, parse_config, resolve_store
+from engine.config import MAX_CONFIG_BYTES, load_config, resolve_store
+from engine.config_text import parse_config
 from engine.errors import InputError
 
 

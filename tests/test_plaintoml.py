@@ -17,7 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine import plaintoml
-from engine.config import parse_config
+from engine.config_text import parse_config
 from tests.conftest import ROOT
 
 BARE = st.text(alphabet="abAB09_-", min_size=1, max_size=4)

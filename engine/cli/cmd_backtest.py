@@ -165,7 +165,7 @@ def _write_json(result: Any) -> None:
 
 
 def cmd_backtest(args: argparse.Namespace) -> int:
-    from engine.rules.authority.lifecycle import Authority
+    from engine.rules.authority.enforcement import Authority
     from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
     from engine.rules.evaluation.backtest import resolve_range
     from engine.rules.language.sources import policy_dir_problems

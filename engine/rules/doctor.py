@@ -19,8 +19,8 @@ from typing import Any
 
 from engine.config import HarnessConfig, config_path, load_config
 from engine.errors import HarnessError
+from engine.rules.authority.enforcement import parse_enforce
 from engine.rules.authority.holds import list_holds
-from engine.rules.authority.lifecycle import parse_enforce
 from engine.rules.metrics import StoreFacts, collect
 from engine.timefmt import iso_ms
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic
-from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
 from engine.rules.evaluation.backtest import BacktestResult, resolve_range
 from engine.rules.evaluation.backtest import (

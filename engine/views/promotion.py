@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import HarnessConfig
-from engine.rules.authority.lifecycle import Authority, EnforceEntry
+from engine.rules.authority.enforcement import Authority, EnforceEntry
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
 from engine.rules.evaluation.backtest import BacktestResult, Progress, resolve_range
 from engine.rules.language.model import CompiledRule

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from engine.config import HarnessConfig
 from engine.errors import Diagnostic
-from engine.rules.authority.lifecycle import Authority, decide_level, shadow_decision
+from engine.rules.authority.enforcement import Authority, decide_level, shadow_decision
 from engine.rules.language.loader import default_sources, load_rules
 from engine.rules.language.model import LoadResult as LoadResult  # what the Rules pane keeps
 from engine.rules.language.model import Rule

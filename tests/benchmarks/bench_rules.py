@@ -105,7 +105,7 @@ def child_backtest(
     """
     import resource
 
-    from engine.rules.authority.lifecycle import Authority
+    from engine.rules.authority.enforcement import Authority
     from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
     from engine.rules.evaluation.backtest import run_backtest
     from engine.rules.evaluation.ranges import SeqRange

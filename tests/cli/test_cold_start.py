@@ -54,6 +54,7 @@ HOOK_ENGINE = {
     "engine.cli.common",
     "engine.cli.harness",
     "engine.config",
+    "engine.config_text",
     "engine.durations",
     "engine.errors",
     "engine.journal",

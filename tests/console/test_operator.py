@@ -202,7 +202,8 @@ async def test_fleet_one_scale_blank_zeros(make_app: AppFactory) -> None:
 async def test_fleet_marks_stale_running_harnesses(make_app: AppFactory) -> None:
     """Item 6: `running` with a last event long ago is marked stale (threshold configurable)."""
 
-    from engine.config import HarnessConfig, parse_config
+    from engine.config import HarnessConfig
+    from engine.config_text import parse_config
     from engine.views.live import demo_config
     from tests.console.conftest import END_MS
 

@@ -10,8 +10,8 @@ from textual.widgets import DataTable, Static
 from console.panes.promotion import PromotionScreen
 from console.panes.rules import RulesPane
 from engine.config import HarnessConfig, load_config
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.holds import release_by_operator
-from engine.rules.authority.lifecycle import Authority
 from engine.store.db import connect
 from engine.views.live import demo_config
 from engine.views.promotion import (

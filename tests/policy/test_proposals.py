@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from engine.cli.harness import main as harness_main
-from engine.config import HarnessConfig, RulesConfig, parse_config
+from engine.config import HarnessConfig, RulesConfig
+from engine.config_text import parse_config
 from engine.errors import CheckFailed
 from engine.fleet.sim import write_fleet
 from engine.policy.proposals import list_proposals, store_proposal
-from engine.rules.authority.lifecycle import Authority, decide_level
+from engine.rules.authority.enforcement import Authority, decide_level
 from engine.rules.language.lint import run_lint
 from engine.rules.language.loader import compile_rule_file, load_rules
 from engine.store.db import connect

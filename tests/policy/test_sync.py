@@ -185,7 +185,8 @@ def test_synced_override_of_a_starter_rule_replaces_it_and_shadows(
     upstream_and_checkout: tuple[Path, Path],
 ) -> None:
     from engine.config import RulesConfig
-    from engine.rules.authority.lifecycle import SHADOW, Authority, Lifecycle
+    from engine.rules.authority.enforcement import Authority
+    from engine.rules.authority.lifecycle import SHADOW, Lifecycle
     from engine.rules.language.loader import default_sources, load_rules
 
     upstream, checkout = upstream_and_checkout

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from engine.cli.common import print_json
 from engine.config import RulesConfig
-from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
 from engine.rules.evaluation.backtest import BacktestResult, SeqRange, resolve_range
 from engine.rules.evaluation.backtest_json import encode

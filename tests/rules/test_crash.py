@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from engine.rules.authority.actions import actions_for_fire
-from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
 from engine.rules.evaluation.backtest import resolve_range
 from engine.store.db import connect

@@ -18,7 +18,8 @@ import pytest
 
 from engine.config import RulesConfig
 from engine.fleet.sim import write_fleet
-from engine.rules.authority.lifecycle import Authority, Lifecycle, LifecycleHooks
+from engine.rules.authority.enforcement import Authority
+from engine.rules.authority.lifecycle import Lifecycle, LifecycleHooks
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
 from engine.rules.evaluation.backtest import resolve_range
 from engine.rules.evaluation.hooks import FireDecision, RowView

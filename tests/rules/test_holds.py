@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.holds import check_admission, list_holds, release_by_operator
-from engine.rules.authority.lifecycle import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle, open_live
 from engine.store.db import connect
 from tests.rules._lifecycle_util import MIN, Journal, config, starter

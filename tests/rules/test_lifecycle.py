@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.config import RulesConfig, parse_config
+from engine.config import RulesConfig
+from engine.config_text import parse_config
 from engine.errors import InputError
+from engine.rules.authority.enforcement import Authority, parse_enforce
 from engine.rules.authority.lifecycle import (
     ACTIVE,
     DISABLED,
     SHADOW,
     SUPPRESSED,
-    Authority,
     Lifecycle,
     LifecycleState,
-    parse_enforce,
 )
 from engine.store.db import connect
 from engine.store.migrations import migrate

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from engine.config import HarnessConfig, RulesConfig
 from engine.fleet.sim import write_fleet
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.holds import list_holds
-from engine.rules.authority.lifecycle import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle, open_live
 from engine.rules.evaluation.backtest import resolve_range
 from engine.rules.language.loader import default_sources, load_rules

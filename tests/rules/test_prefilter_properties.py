@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import HarnessConfig
-from engine.rules.authority.lifecycle import Authority
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
 from engine.rules.language.model import CompiledRule

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from engine.cli import cmd_hook
-from engine.config import parse_config
+from engine.config_text import parse_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

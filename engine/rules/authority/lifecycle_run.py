@@ -18,13 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from engine.config import HarnessConfig, load_config
 from engine.errors import HarnessError
 from engine.rules.authority.actions import ActionRunner
+from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.lease import Lease
-from engine.rules.authority.lifecycle import (
-    Authority,
-    Lifecycle,
-    LifecycleHooks,
-    LifecycleState,
-)
+from engine.rules.authority.lifecycle import Lifecycle, LifecycleHooks, LifecycleState
 from engine.timefmt import iso_ms
 from engine.vocab import FIRED
 
