@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from engine.journal.errors import StoreUnavailable
 from engine.journal.queue import JournalWriter, Ticket
 from engine.journal.rows import InsertRow
+from engine.serve.ports import GateState, GateUnavailable, read_state
 from engine.serve.recall import StoreRecall
-from engine.serve.verdict import GateState, GateUnavailable, read_state
 
 #: How long a request waits for the commit of its rows before it is told 503.
 ACK_TIMEOUT_S = 2.0

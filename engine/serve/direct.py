@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from engine.journal.errors import StoreUnavailable
 from engine.journal.rows import InsertRow
 from engine.rules.evaluation.schema import LIVE_CURSOR
-from engine.serve.verdict import GateState, GateUnavailable, read_state
+from engine.serve.ports import GateState, GateUnavailable, read_state
 
 #: How often the gate looks at the cursor while it waits.
 POLL_S = 0.002

@@ -46,9 +46,9 @@ from engine.serve.agents import (
 )
 from engine.serve.calls import HOOK, CallBook, ToolReport
 from engine.serve.canon import cause_digest, digest, ident, journal_path, project_of
-from engine.serve.ports import Gate, Journal
+from engine.serve.ports import Gate, GateUnavailable, Journal
 from engine.serve.tools import canonical, digest_basis, named_paths
-from engine.serve.verdict import BLOCK, DENY, RELEASE, GateUnavailable, decide
+from engine.serve.verdict import BLOCK, DENY, RELEASE, decide
 
 
 class HookReply(Record):

@@ -12,11 +12,52 @@ they need to see.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from engine.journal.rows import InsertRow
-from engine.serve.verdict import GateState
+from engine.record import Record
+from engine.rules.authority.holds import Hold, active_holds
+from engine.rules.authority.stops import RunStop, stop_for_run
+
+
+class GateUnavailable(RuntimeError):
+    """The store could not be read; the reason is safe to show (no agent text).
+
+    ``busy`` says the store was only locked (worth one more try with a wait).
+    """
+
+    def __init__(self, message: str, *, busy: bool = False) -> None:
+        super().__init__(message)
+        self.busy = busy
+
+
+class GateState(Record):
+    """What the store says about one (harness, run) right now."""
+
+    __slots__ = ("holds", "stop")
+    __match_args__ = ("holds", "stop")
+
+    def __init__(self, holds: tuple[Hold, ...] = (), stop: RunStop | None = None) -> None:
+        self.holds: Final = holds
+        self.stop: Final = stop
+
+
+def read_state(
+    conn: sqlite3.Connection, harness: str, run: str | None, *, holds: bool
+) -> GateState:
+    """Read holds (when ``holds``) and the run's stop; GateUnavailable on a store error."""
+    try:
+        found = tuple(active_holds(conn, harness)) if holds else ()
+        stop = stop_for_run(conn, harness, run) if run is not None else None
+    except sqlite3.Error as exc:
+        text = str(exc)
+        raise GateUnavailable(
+            f"cannot read holds and stops from the store: {text}",
+            busy="locked" in text or "busy" in text,
+        ) from None
+    return GateState(found, stop)
 
 
 class Journal(Protocol):

@@ -1,4 +1,4 @@
-"""What the store says a hook should be told: holds and stops, read and decided.
+"""What a hook should be told, given what the store says: the gate's decision and its words.
 
 Authority stays where it was: only rules in ``[memory.rules] enforce`` create
 holds or stops; this module only reads them. A hold refuses new work of a
@@ -7,50 +7,27 @@ stop names a run, and every later hook call of that run is told to stop,
 while a new session is a new run and starts free.
 
 The verdict is agent-neutral (:class:`Verdict`); :mod:`engine.serve.agents`
-renders it in each agent's own JSON. The gate never guesses: when the store
-cannot be read :func:`read_state` raises :class:`GateUnavailable`, which serve
-turns into HTTP 503 with the reason and the command hook into a non-zero,
-non-blocking exit (the agent proceeds in both cases, by its own design), and
-which is counted for metrics and doctor.
+renders it in each agent's own JSON. What the store says (holds, the run's
+stop) is read by the gate port (:mod:`engine.serve.ports`), which never
+guesses: when the store cannot be read the hook gets 503 (serve) or a
+non-zero, non-blocking exit (the command hook).
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
 from typing import Final
 
 from engine.record import Record
-from engine.rules.authority.holds import Hold, active_holds
-from engine.rules.authority.stops import RunStop, stop_for_run
+from engine.rules.authority.holds import Hold
+from engine.rules.authority.stops import RunStop
+from engine.serve.ports import GateState
 
 #: Decisions, as metrics labels: free; deny (a tool), block (a prompt); stop (a run).
 #: A vocabulary of its own, not the rule levels of engine.vocab: a hold-level fire becomes a
 #: deny or a block, and the loop guard stops a run with no rule level at all.
 FREE, DENY, BLOCK, STOP = "free", "deny", "block", "stop"
 _HOLD_PREFIX = re.compile(r"^rule_hold: rule `[^`]*` fired at seq \d+(: )?")
-
-
-class GateUnavailable(RuntimeError):
-    """The store could not be read; the reason is safe to show (no agent text).
-
-    ``busy`` says the store was only locked (worth one more try with a wait).
-    """
-
-    def __init__(self, message: str, *, busy: bool = False) -> None:
-        super().__init__(message)
-        self.busy = busy
-
-
-class GateState(Record):
-    """What the store says about one (harness, run) right now."""
-
-    __slots__ = ("holds", "stop")
-    __match_args__ = ("holds", "stop")
-
-    def __init__(self, holds: tuple[Hold, ...] = (), stop: RunStop | None = None) -> None:
-        self.holds: Final = holds
-        self.stop: Final = stop
 
 
 class Verdict(Record):
@@ -65,22 +42,6 @@ class Verdict(Record):
 
 
 FREE_VERDICT: Final = Verdict(FREE)
-
-
-def read_state(
-    conn: sqlite3.Connection, harness: str, run: str | None, *, holds: bool
-) -> GateState:
-    """Read holds (when ``holds``) and the run's stop; GateUnavailable on a store error."""
-    try:
-        found = tuple(active_holds(conn, harness)) if holds else ()
-        stop = stop_for_run(conn, harness, run) if run is not None else None
-    except sqlite3.Error as exc:
-        text = str(exc)
-        raise GateUnavailable(
-            f"cannot read holds and stops from the store: {text}",
-            busy="locked" in text or "busy" in text,
-        ) from None
-    return GateState(found, stop)
 
 
 #: How an operator releases a hold, when the store is the one ``harness holds`` finds itself.

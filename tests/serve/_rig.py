@@ -16,8 +16,8 @@ from engine.journal.rows import INSERT_COLUMNS, InsertRow
 from engine.serve.calls import CallBook
 from engine.serve.derive import Deriver
 from engine.serve.handler import HookHandler
+from engine.serve.ports import GateState
 from engine.serve.receiver import OtlpReceiver
-from engine.serve.verdict import GateState
 
 
 class MemoryJournal:

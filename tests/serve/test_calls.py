@@ -16,8 +16,8 @@ from engine.rules.authority.holds import Hold
 from engine.rules.authority.stops import RunStop
 from engine.serve.calls import HOOK, MATCH_WINDOW_MS, OTLP, CallBook, ToolReport
 from engine.serve.derive import Deriver
+from engine.serve.ports import GateState
 from engine.serve.recall import StoreRecall
-from engine.serve.verdict import GateState
 from engine.store.db import connect
 from tests.serve._rig import Rig
 from tests.serve.conftest import fixture

@@ -19,7 +19,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from engine.rules.authority.holds import Hold
 from engine.rules.authority.stops import RunStop
 from engine.serve.canon import digest
-from engine.serve.verdict import GateState
+from engine.serve.ports import GateState
 from tests.serve._rig import Rig
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "real-clients"
