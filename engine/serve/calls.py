@@ -55,6 +55,8 @@ EXPORTER_WINDOW_MS = 60 * 60_000
 MAX_REPORTS = 512
 MAX_RUNS = 10_000
 HOOK, OTLP = "hook", "otlp"
+#: A streak of nothing: the loop guard's state of a run that has made no call yet.
+_NO_STREAK: tuple[str, str, int] = ("", "", 0)
 T = TypeVar("T")
 
 
@@ -154,77 +156,79 @@ class Recall(Protocol):
 class _Seen:
     """One report kept for matching (mutable: ``matched`` flips once)."""
 
-    __slots__ = ("at", "call_id", "matched", "source")
+    __slots__ = ("args", "at", "call_id", "matched", "source", "tool")
 
     def __init__(self, report: ToolReport, at: int) -> None:
         self.source = report.source
+        self.tool = report.tool
+        self.args = report.args_digest
         self.call_id = report.call_id
         self.at = at
         self.matched = False
 
 
 class _RunReports:
-    """One run's recent reports, indexed the three ways a report can match another.
+    """One run's recent reports, oldest first, and how many of each source still wait.
 
-    Entries are never removed from an index when matched (``matched`` is set
-    instead) and are skipped when met; expiry and the size bound pop them.
+    Most runs are reported by one source only, so matching first asks whether
+    the other source has a report waiting at all (a counter) and only then
+    looks: by call id (a dict), else through the waiting reports in order,
+    where the match is almost always the oldest. Nothing else is indexed: a
+    report costs one append.
     """
 
-    __slots__ = ("by_args", "by_id", "by_tool", "order")
+    __slots__ = ("by_id", "order", "waiting")
 
     def __init__(self) -> None:
         self.order: deque[_Seen] = deque()
         self.by_id: dict[str, _Seen] = {}
-        self.by_args: dict[tuple[str, str, str], deque[_Seen]] = {}
-        self.by_tool: dict[tuple[str, str], deque[_Seen]] = {}
+        self.waiting: dict[str, int] = {HOOK: 0, OTLP: 0}
 
     def expire(self, since: int) -> None:
         order = self.order
         while order and (order[0].at < since or len(order) > MAX_REPORTS):
             old = order.popleft()
-            old.matched = True  # dead: skipped wherever it is still indexed
+            if not old.matched:
+                old.matched = True
+                self.waiting[old.source] -= 1
             if old.call_id is not None and self.by_id.get(old.call_id) is old:
                 del self.by_id[old.call_id]
 
     def match(self, report: ToolReport) -> _Seen | None:
         """The earlier, unmatched report of another source that is this same call."""
+        other = OTLP if report.source == HOOK else HOOK
+        if not self.waiting[other]:
+            return None
         cid = report.call_id
         if cid is not None:
             seen = self.by_id.get(cid)
-            if seen is not None and not seen.matched and seen.source != report.source:
+            if seen is not None and not seen.matched and seen.source == other:
                 return seen
-        other = OTLP if report.source == HOOK else HOOK
+        same_tool = [
+            s
+            for s in self.order
+            if not s.matched
+            and s.source == other
+            and s.tool == report.tool
+            # two reports that both carry a call id are the same call only by that id
+            and (s.call_id is None or cid is None)
+        ]
         if report.args_digest is not None:
-            found = _first(self.by_args.get((other, report.tool, report.args_digest)), cid)
-            if found is not None:
-                return found
-        return _first(self.by_tool.get((other, report.tool)), cid)
+            for s in same_tool:
+                if s.args == report.args_digest:
+                    return s
+        return same_tool[0] if same_tool else None
+
+    def take(self, seen: _Seen) -> None:
+        seen.matched = True
+        self.waiting[seen.source] -= 1
 
     def add(self, report: ToolReport, at: int) -> None:
         seen = _Seen(report, at)
         self.order.append(seen)
+        self.waiting[report.source] += 1
         if report.call_id is not None:
             self.by_id[report.call_id] = seen
-        if report.args_digest is not None:
-            key = (report.source, report.tool, report.args_digest)
-            self.by_args.setdefault(key, deque()).append(seen)
-        self.by_tool.setdefault((report.source, report.tool), deque()).append(seen)
-
-
-def _first(queue: deque[_Seen] | None, call_id: str | None) -> _Seen | None:
-    """The oldest live entry of ``queue`` that may be ``call_id``'s call (dead heads are dropped).
-
-    Two reports that both carry a call id are the same call only by that id,
-    which :meth:`_RunReports.match` tried first.
-    """
-    if not queue:
-        return None
-    while queue and queue[0].matched:
-        queue.popleft()
-    for seen in queue:
-        if not seen.matched and (seen.call_id is None or call_id is None):
-            return seen
-    return None
 
 
 class CallBook:
@@ -252,7 +256,7 @@ class CallBook:
         end: bool = False,
     ) -> list[InsertRow]:
         """``run_started`` when ``run`` is new here (or ``start``), ``run_finished`` on ``end``."""
-        if run is None:
+        if run is None or (not end and cwd is None and (harness, run) in self._runs):
             return []
         rows: list[InsertRow] = []
         key = (harness, run)
@@ -263,6 +267,8 @@ class CallBook:
             rows.append(
                 make_row("run_started", "observer", harness=harness, project=project, run=run)
             )
+            # A run starting here has no streak in the store to read back.
+            self.deriver.streaks.setdefault(key, _NO_STREAK)
         if not known or (isinstance(cwd, str) and cwd):
             self._runs[key] = cwd if isinstance(cwd, str) and cwd else self._runs.get(key)
             _bound(self._runs, MAX_RUNS)
@@ -399,7 +405,7 @@ class CallBook:
         reports.expire(now_ms - MATCH_WINDOW_MS)
         other = reports.match(report)
         if other is not None:
-            other.matched = True
+            reports.take(other)
             return True
         reports.add(report, now_ms)
         return False

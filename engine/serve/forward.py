@@ -10,13 +10,16 @@ when nothing listens there does it handle the call itself.
 
 A hand-written HTTP/1.1 exchange over one loopback socket, because this runs
 once per tool call and ``http.client`` costs more to import than the whole
-exchange takes.
+exchange takes. For the same reason a numeric address is connected through
+``_socket`` itself: ``socket``'s wrapper (its enums, ``selectors``) and the
+IDNA encoding ``getaddrinfo`` pays for a host name cost ~8 ms per call.
 """
 
 from __future__ import annotations
 
-import socket
+import _socket
 from pathlib import Path
+from typing import Any
 
 #: Header that names the store the command hook would write, so serve can refuse
 #: a call meant for another store (409) and the hook then handles it itself.
@@ -57,7 +60,7 @@ def forward(
     host = host.strip("[]")
     host = _WILDCARD.get(host, host)
     try:
-        sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)
+        sock = _connect(host, int(port))
     except (OSError, ValueError):  # refused, timed out, unreachable: nobody listens
         return None
     query = "&".join(
@@ -75,13 +78,35 @@ def forward(
     ]
     if token:
         head.append(f"Authorization: Bearer {token}")
-    with sock:
+    try:
         sock.settimeout(timeout_s)
         sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("utf-8") + payload)
         return _read_answer(sock)
+    finally:
+        sock.close()
 
 
-def _read_answer(sock: socket.socket) -> Forwarded:
+def _connect(host: str, port: int) -> Any:
+    """A connected socket to ``host:port`` (numeric through ``_socket``, a name through socket)."""
+    if ":" in host:
+        family = _socket.AF_INET6
+    elif host and all(c.isdigit() or c == "." for c in host):
+        family = _socket.AF_INET
+    else:  # a host name: the full socket module resolves it
+        import socket
+
+        return socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _read_answer(sock: Any) -> Forwarded:
     chunks: list[bytes] = []
     size = 0
     while size <= MAX_ANSWER:

@@ -38,8 +38,10 @@ class StoreRecall:
         rows = (
             self.connect()
             .execute(
+                # at DESC, seq DESC walks the (harness, type, at) index backwards and
+                # stops at the limit; ORDER BY seq alone sorted every call of the harness.
                 "SELECT tool, args_digest FROM rule_journal WHERE harness = ? "
-                "AND type = 'tool_call' AND run IS ? ORDER BY seq DESC LIMIT ?",
+                "AND type = 'tool_call' AND run IS ? ORDER BY at DESC, seq DESC LIMIT ?",
                 (harness, run, self.loop_guard + 1),
             )
             .fetchall()

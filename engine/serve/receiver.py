@@ -268,14 +268,27 @@ def wanted_attrs(items: Iterable[Any]) -> dict[str, object]:
     return out
 
 
+#: Strings already judged event names or not (exporters repeat a handful of them).
+_NAMES: dict[str, bool] = {}
+
+
+def _is_event_name(text: str) -> bool:
+    known = _NAMES.get(text)
+    if known is None:
+        known = _EVENT_NAME.fullmatch(text) is not None
+        if len(_NAMES) < 4096:
+            _NAMES[text] = known
+    return known
+
+
 def event_name(record: Any, attrs: Mapping[str, object], service: object) -> str | None:
     """The record's event name (see the module docstring for where it is looked for)."""
     name: object = record.event_name
-    if not (isinstance(name, str) and name and _EVENT_NAME.fullmatch(name)):
+    if not (isinstance(name, str) and name and _is_event_name(name)):
         name = attrs.get("event.name")
         if not (isinstance(name, str) and name):
             body = record.body.string_value
-            name = body if body and _EVENT_NAME.fullmatch(body) else None
+            name = body if body and _is_event_name(body) else None
     if name == "tool_result" and service == "claude-code":
         return CLAUDE_RESULT
     return name if isinstance(name, str) else None
@@ -327,7 +340,7 @@ def tool_report(
         harness,
         project,
         run,
-        canonical(tool),
+        name_,
         outcome,
         args,
         cause,
