@@ -135,13 +135,14 @@ class WatermarkGate:
         self.wait_s = wait_s
         self.drop_reader = drop_reader
 
-    def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
+    def state(self, harness: str, run: str | None, *, gated: bool) -> tuple[GateState, bool]:
+        holds = gated
         try:
-            target = self.journal.latest.get(harness)
+            target = self.journal.latest.get(harness) if gated else 0
             if target is None:  # nothing committed for it since serve started: be safe
                 row = self.reader().execute("SELECT MAX(seq) FROM rule_journal").fetchone()
                 target = int(row[0] or 0)
-            late = self.watermark.seq < target and not self._wait(target)
+            late = bool(target) and self.watermark.seq < target and not self._wait(target)
         except sqlite3.Error as exc:
             self.drop_reader()
             raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None

@@ -61,12 +61,12 @@ class StoreGate:
         self.clock = clock
         self.sleep = sleep
 
-    def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
+    def state(self, harness: str, run: str | None, *, gated: bool) -> tuple[GateState, bool]:
         try:
-            late = not self._caught_up()
+            late = gated and not self._caught_up()
         except sqlite3.Error as exc:
             raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None
-        return read_state(self.conn, harness, run, holds=holds), late
+        return read_state(self.conn, harness, run, holds=gated), late
 
     def _caught_up(self) -> bool:
         """Wait (bounded) for the live cursor to reach the newest row; whether it did."""

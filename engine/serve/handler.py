@@ -11,10 +11,11 @@ place:
    book's lock so that journal order is decision order (a Codex call first
    waits, at most ``[serve] merge_wait``, for its OTLP record's outcome);
 3. wait until they are committed: an answer means the rows are stored;
-4. for a gated moment (a tool about to run, a prompt) or any moment of a
-   run: wait until the acting evaluator has seen every row of this harness
-   (read-your-writes, at most ``[serve] gate_wait``), then read its holds and
-   the run's stop;
+4. for a gated moment (a tool about to run, a prompt): wait until the
+   acting evaluator has seen every row of this harness (read-your-writes, at
+   most ``[serve] gate_wait``), then read its holds and the run's stop; for
+   any other moment of a run, read the run's stop as it is (a stop found on
+   the next gated moment still blocks, so nothing waits here);
 5. render the verdict in the agent's own JSON.
 
 The journal and the gate are ports (:class:`Journal`, :class:`Gate`): serve
@@ -160,7 +161,7 @@ class HookHandler:
         if not gated and event.run is None:
             return HookReply(200, {}, label=label, rows=rows, duplicates=dup, refused=len(refused))
         try:
-            state, late = self.gate.state(who, event.run, holds=gated)
+            state, late = self.gate.state(who, event.run, gated=gated)
         except GateUnavailable as exc:
             return HookReply(
                 503,

@@ -73,11 +73,14 @@ class Journal(Protocol):
 
 
 class Gate(Protocol):
-    """Holds and stops for a harness, once the evaluator has seen its rows.
+    """Holds and stops for a harness.
 
-    Returns the state and whether the wait ran out first (a late answer);
-    raises :class:`~engine.serve.verdict.GateUnavailable` when the store
-    cannot be read.
+    For a ``gated`` moment (a tool about to run, a prompt) the answer comes
+    once the evaluator has seen every row of the harness (read-your-writes,
+    bounded) and includes its holds; for any other moment of a run it is the
+    run's stop as the store says it now (nothing waits on it). Returns the
+    state and whether the wait ran out first (a late answer); raises
+    :class:`GateUnavailable` when the store cannot be read.
     """
 
-    def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]: ...
+    def state(self, harness: str, run: str | None, *, gated: bool) -> tuple[GateState, bool]: ...

@@ -26,8 +26,11 @@ from tests.benchmarks._common import Row
 
 CALLS = 40
 ROUNDS = 3
-#: Gemini's hooks as the README sets them (not its per-model-call events).
-README_EVENTS = {"gemini": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "SessionEnd")}
+#: Each agent's hooks as the README sets them (not every event the client has).
+README_EVENTS = {
+    "claude": ("UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionEnd"),
+    "gemini": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "SessionEnd"),
+}
 
 
 def _latencies(result: object) -> list[float]:
@@ -39,7 +42,7 @@ def run(quick: bool = False) -> list[Row]:
     if shutil.which("npm") is None or shutil.which("node") is None:
         print("bench_gate: no node/npm on PATH: skipped", file=sys.stderr)
         return []
-    from tests.e2e._config import CLAUDE_EVENTS, command_hooks, http_hooks
+    from tests.e2e._config import command_hooks, http_hooks
     from tests.e2e._script import Script, shell
     from tests.e2e._serve import start
     from tests.e2e.conftest import installed
@@ -58,8 +61,7 @@ def run(quick: bool = False) -> list[Row]:
                 plain = kit.run(script, base / f"{client}-plain-{r}", env=serve.env).check()
                 without += _latencies(plain)
                 if client == "claude":
-                    events = [e for e in CLAUDE_EVENTS if e != "SessionStart"]
-                    hooks = http_hooks(serve.hook_url(f"bench-{client}-{r}"), events)
+                    hooks = http_hooks(serve.hook_url(f"bench-{client}-{r}"), README_EVENTS[client])
                 else:  # the events the README configures
                     agent = "codex" if client == "codex" else "gemini"
                     events = README_EVENTS.get(client, kit.events)

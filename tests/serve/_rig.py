@@ -51,8 +51,8 @@ class FixedGate:
         self.late = late
         self.asked: list[tuple[str, str | None, bool]] = []
 
-    def state(self, harness: str, run: str | None, *, holds: bool) -> tuple[GateState, bool]:
-        self.asked.append((harness, run, holds))
+    def state(self, harness: str, run: str | None, *, gated: bool) -> tuple[GateState, bool]:
+        self.asked.append((harness, run, gated))
         return self.answer, self.late
 
 

@@ -36,7 +36,7 @@ def test_an_unknown_harness_waits_for_everything_committed_before_the_restart(
     gate = gate_for(store, watermark, wait_s=5.0)
     threading.Timer(0.2, watermark.advance, (5,)).start()
     started = time.monotonic()
-    _state, late = gate.state("h1", "r", holds=True)
+    _state, late = gate.state("h1", "r", gated=True)
     waited = time.monotonic() - started
     assert late is False and waited >= 0.15  # it waited for the evaluator, then answered
 
@@ -44,7 +44,7 @@ def test_an_unknown_harness_waits_for_everything_committed_before_the_restart(
 def test_past_gate_wait_the_answer_comes_late_and_says_so(tmp_path: Path) -> None:
     store = store_with_rows(tmp_path, 3)
     gate = gate_for(store, Watermark(), wait_s=0.05)
-    _state, late = gate.state("h1", "r", holds=True)
+    _state, late = gate.state("h1", "r", gated=True)
     assert late is True
 
 
@@ -54,5 +54,15 @@ def test_a_harness_whose_rows_were_evaluated_does_not_wait(tmp_path: Path) -> No
     watermark.advance(3)
     gate = gate_for(store, watermark, wait_s=5.0)
     started = time.monotonic()
-    assert gate.state("h1", "r", holds=True)[1] is False
+    assert gate.state("h1", "r", gated=True)[1] is False
     assert time.monotonic() - started < 1.0
+
+
+def test_a_moment_that_is_not_gated_reads_the_stop_as_it_is_without_waiting(
+    tmp_path: Path,
+) -> None:
+    store = store_with_rows(tmp_path, 3)
+    gate = gate_for(store, Watermark(), wait_s=5.0)  # the evaluator never catches up
+    started = time.monotonic()
+    _state, late = gate.state("h1", "r", gated=False)
+    assert late is False and time.monotonic() - started < 1.0
