@@ -35,11 +35,17 @@ _END_OF_HEAD = b"\r\n\r\n"
 
 
 class _Guarded(asyncio.Protocol):
-    """Proxies one connection to aiohttp's handler, watching for its first request head."""
+    """Proxies one connection to aiohttp's handler, watching for its first request head.
 
-    def __init__(self, listener: Listener, inner: Any) -> None:
+    The handler is made when the first bytes arrive: a connection that never
+    sends any (a flood of half-open ones) costs an accept and a timer, not an
+    aiohttp request handler, so the accept queue drains fast enough for a
+    real client behind the flood.
+    """
+
+    def __init__(self, listener: Listener) -> None:
         self.listener = listener
-        self.inner = inner
+        self.inner: Any = None
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.tail = b""
@@ -57,9 +63,11 @@ class _Guarded(asyncio.Protocol):
         self.timer = asyncio.get_running_loop().call_later(
             self.listener.header_timeout, self._expire
         )
-        self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
+        if self.inner is None:
+            self.inner = self.listener.factory()
+            self.inner.connection_made(self.transport)
         if not self.headed:
             window = self.tail + data
             if _END_OF_HEAD in window:
@@ -69,14 +77,18 @@ class _Guarded(asyncio.Protocol):
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
+        if self.inner is None:
+            return False  # nothing was asked: close
         result: bool | None = self.inner.eof_received()
         return result
 
     def pause_writing(self) -> None:
-        self.inner.pause_writing()
+        if self.inner is not None:
+            self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self.inner.resume_writing()
+        if self.inner is not None:
+            self.inner.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.timer is not None:
@@ -85,7 +97,8 @@ class _Guarded(asyncio.Protocol):
             return
         if not self.evicted:
             self.listener.release(self)
-        self.inner.connection_lost(exc)
+        if self.inner is not None:
+            self.inner.connection_lost(exc)
 
     def close(self) -> None:
         if self.transport is not None:
@@ -126,7 +139,7 @@ class Listener:
         self.waiting: OrderedDict[_Guarded, None] = OrderedDict()
 
     def __call__(self) -> asyncio.Protocol:
-        return _Guarded(self, self.factory())
+        return _Guarded(self)
 
     def admit(self, conn: _Guarded) -> bool:
         if self.open >= self.max_connections:
