@@ -25,7 +25,13 @@ from textual.widgets import Input, TabbedContent, TabPane, TextArea
 from console.context import ConsoleContext
 from console.errors import ConsoleError
 from console.help import HelpSection, KeysScreen, key_rows
-from console.keys import esc_then_digit_is_two_keys, focus_now, key_in_order, paste_in_order
+from console.keys import (
+    esc_then_digit_is_two_keys,
+    focus_now,
+    focus_soon,
+    key_in_order,
+    paste_in_order,
+)
 from console.layout import PANE_BY_ID as PANE_BY_ID
 from console.layout import PANE_KEYS as PANE_KEYS
 from console.layout import PANES as PANES
@@ -289,10 +295,10 @@ class HarnessConsole(App[int]):
         return self.screen_stack[0] if self.screen_stack else self.screen
 
     def _focus_pane(self, pane: str) -> None:
-        """Focus the pane's main widget now, so the next key typed already goes to it."""
+        """Focus the pane's main widget after its first frame, or before the next key typed."""
         spec = PANE_BY_ID.get(pane)
         if spec is not None:
-            focus_now(self.base.query_one(f"#{pane} {spec.focus}"))
+            focus_soon(self.base.query_one(f"#{pane} {spec.focus}"))
 
     def action_go_back(self) -> None:
         """Esc: leave a text box for its pane, else return to the pane shown before."""

@@ -35,6 +35,7 @@ async def key_in_order(app: App[Any], event: events.Key) -> bool:
     """Handle ``event`` completely now; False leaves it to Textual (nothing else wanted it)."""
     if not app.screen_stack:
         return False  # closing
+    settle_focus(app)
     screen = app.screen
     if screen.maximized is not None:
         return False  # Textual's escape-to-minimize
@@ -78,6 +79,7 @@ async def paste_in_order(app: App[Any], event: events.Paste) -> bool:
     """Give pasted text to the focused text field now, between the keys around it."""
     if not app.screen_stack:
         return False
+    settle_focus(app)
     focused = app.screen.focused
     if focused is None or not types_text(focused):
         return False
@@ -108,6 +110,36 @@ def esc_then_digit_is_two_keys() -> None:
 def focus_now(widget: Widget) -> None:
     """Move focus to ``widget`` at once (the next key already goes to it)."""
     widget.screen.set_focus(widget)
+
+
+#: Per app: the widget :func:`focus_soon` promised focus to.
+_PROMISED: dict[int, Widget] = {}
+
+
+def focus_soon(widget: Widget) -> None:
+    """Focus ``widget`` after the next frame, or at once if a key comes first.
+
+    A pane switch that moved focus at once made Textual restyle and rebuild the
+    footer before the new pane's first frame (the Timeline's first paint took
+    twice as long); after the frame it costs the operator nothing. A key typed
+    before that frame (a burst: ``5`` then digits) settles the promise first
+    (:func:`settle_focus`), so it still reaches the widget the switch chose.
+    """
+    app = widget.app
+    _PROMISED[id(app)] = widget
+
+    def keep() -> None:
+        if _PROMISED.get(id(app)) is widget:
+            settle_focus(app)
+
+    app.call_after_refresh(keep)
+
+
+def settle_focus(app: App[Any]) -> None:
+    """Give focus now to the widget :func:`focus_soon` promised it to, if any."""
+    widget = _PROMISED.pop(id(app), None)
+    if widget is not None and widget.is_attached:
+        focus_now(widget)
 
 
 class Field(Input):
