@@ -9,16 +9,16 @@ left to right and, after rejecting one, resumes *after* it; for phrases that
 can overlap themselves that skips some occurrences, and we reproduce it.
 
 Deciding has to be fast (tens of thousands of inputs a second on a 200-rule
-spec), so phrases are precompiled into a :class:`PhraseIndex`: the input is
-split once into identifier runs and every phrase that starts and ends with an
-identifier character is found by dictionary lookups over run spans. Phrases
-for which that shortcut would not be exact fall back to the literal search.
+spec), so phrases are precompiled into a :class:`PhraseMatcher`: the input is
+split once into identifier runs, a phrase made of one run is a set lookup, and
+the literal search runs only for a phrase whose runs are all present (see the
+class for why that is exact).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Final
 
 from engine.record import Record
@@ -128,21 +128,28 @@ def contains_phrase(text: str, phrase: str) -> bool:
     return plural is not None and bounded_contains(text, plural)
 
 
-def _has_border(s: str) -> bool:
-    """True when a proper prefix equals a suffix, i.e. occurrences can overlap.
+#: Byte table for :func:`runs_of`: identifier bytes stay, every other byte becomes a space.
+_RUN_BYTES = bytes(c if chr(c) in _IDENT else 32 for c in range(256))
 
-    A suffix ``s[i:]`` can equal a prefix only where ``s[i]`` is ``s[0]``, so
-    only those starts are compared (in C), not every length.
+
+def runs_of(text: str) -> list[bytes]:
+    """The identifier runs of ``text`` (``[A-Za-z0-9_]+``), as ASCII bytes, in order.
+
+    The same runs as the regex finds, in C: identifier characters are ASCII,
+    and every other character's UTF-8 bytes are at or above 0x80 (lone
+    surrogates included, through ``surrogatepass``), so they separate runs.
     """
-    if not s:
-        return False
-    first = s[0]
-    i = s.find(first, 1)
-    while i != -1:
-        if s.startswith(s[i:]):
-            return True
-        i = s.find(first, i + 1)
-    return False
+    return text.encode("utf-8", "surrogatepass").translate(_RUN_BYTES).split()
+
+
+def bit_positions(mask: int) -> list[int]:
+    """Positions of the set bits of ``mask`` (>= 0), lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        mask ^= low
+        out.append(low.bit_length() - 1)
+    return out
 
 
 class PhraseHit(Record):
@@ -156,23 +163,141 @@ class PhraseHit(Record):
         self.found: Final = found
 
 
-class PhraseIndex:
-    """Every distinct normalized phrase of a spec, searchable in one pass per input.
+class AllOf:
+    """Which of many "all of these" requirements a set of present sources meets, in a few shifts.
 
-    ``find(text)`` returns the ids of phrases present in ``text`` (already
-    normalized); ids are positions in ``phrases``. The result equals calling
-    :func:`contains_phrase` for each phrase, which tests check with random input.
+    Why: a rule needs every one of its phrase groups, a phrase of several
+    words needs every one of its words; checking each requirement in Python
+    per input costs more than the rest of deciding. Here each requirement
+    owns a block of ``width`` bits (one per source it needs, the rest always
+    set); a caller ORs together ``bits[source]`` for each present source,
+    and :meth:`met` ANDs each block down to its first bit.
     """
 
-    __slots__ = ("_first", "_ids", "_multi", "_slow", "_word", "phrases")
+    __slots__ = ("bits", "fill", "owner", "shifts", "starts", "width")
+
+    def __init__(self, requirements: Sequence[Iterable[Hashable]]) -> None:
+        needs = [list(dict.fromkeys(r)) for r in requirements]
+        self.width = width = max(map(len, needs), default=1) or 1
+        self.bits: dict[Hashable, int] = {}
+        self.fill = self.starts = 0
+        #: block start bit -> requirement index
+        self.owner: dict[int, int] = {}
+        for n, need in enumerate(needs):
+            base = n * width
+            self.owner[base] = n
+            self.starts |= 1 << base
+            for k, source in enumerate(need):
+                self.bits[source] = self.bits.get(source, 0) | 1 << (base + k)
+            self.fill |= ((1 << width) - 1) >> len(need) << (base + len(need))
+        # AND a block's bits together: doubling spans, then one shift to cover the rest
+        shifts: list[int] = []
+        span = 1
+        while span * 2 <= width:
+            shifts.append(span)
+            span *= 2
+        if span < width:
+            shifts.append(width - span)
+        self.shifts = tuple(shifts)
+
+    def met(self, present: int) -> int:
+        """The start bits of the blocks ``present`` (an OR of ``bits`` values) fills."""
+        x = present | self.fill
+        for shift in self.shifts:
+            x &= x >> shift
+        return x & self.starts
+
+    def indices(self, met: int) -> list[int]:
+        """The requirement indices of a :meth:`met` result, in order."""
+        return list(map(self.owner.__getitem__, bit_positions(met)))
+
+
+class PhraseMatcher:
+    """ORs together a number (a payload) for every phrase present in a text.
+
+    Why: deciding asks, per input, which of a few hundred phrases occur; a
+    payload per phrase (a bit per rule, group or predicate it feeds) lets the
+    caller get everything it needs from one integer. The text is split once
+    into identifier runs (:func:`runs_of`) and three facts keep it exact:
+
+    - A spelling made only of identifier characters occurs on word boundaries
+      exactly when it equals a run of the text. (The reference's resume-after-
+      a-rejected-occurrence rule cannot hide such an occurrence: a rejected one
+      overlapping it would put an identifier character just before it.)
+    - In any bounded occurrence of another spelling, each of its identifier
+      runs is a whole run of the text; so the literal search
+      (:func:`bounded_contains`, the reference itself) runs only when all of
+      them are present (an :class:`AllOf`), and settles separators and overlaps.
+    - A spelling without identifier characters is searched literally.
+    """
+
+    __slots__ = ("gated", "keys", "literal", "mask", "need", "shift", "words")
+
+    def __init__(self, spellings: Iterable[tuple[str, int]]) -> None:
+        words: dict[bytes, int] = {}
+        gated: list[tuple[str, int]] = []
+        runs_needed: list[list[bytes]] = []
+        self.literal: list[tuple[str, int]] = []
+        for spelling, payload in spellings:
+            runs = [r.encode("ascii") for r in _RUN.findall(spelling)]
+            if not runs:
+                self.literal.append((spelling, payload))
+            elif len(runs) == 1 and len(runs[0]) == len(spelling):
+                words[runs[0]] = words.get(runs[0], 0) | payload
+            else:
+                gated.append((spelling, payload))
+                runs_needed.append(runs)
+        self.shift = shift = max((p for _, p in gated), default=0).bit_length()
+        self.shift = shift = max(shift, max(words.values(), default=0).bit_length())
+        #: the payload bits of a scan's OR (above them: the runs gated spellings need)
+        self.mask = (1 << shift) - 1
+        self.need = AllOf(runs_needed)
+        for run, bits in self.need.bits.items():
+            assert isinstance(run, bytes)
+            words[run] = words.get(run, 0) | bits << shift
+        self.gated = gated
+        #: every run that matters, with what it gives on its own and the gates it opens
+        self.words = words
+        self.keys = frozenset(words)
+
+    def scan(self, text: str) -> int:
+        """The OR of the payloads of every spelling present in normalized ``text``."""
+        words = self.words
+        found = 0
+        for run in self.keys.intersection(runs_of(text)):
+            found |= words[run]
+        shift = self.shift
+        if found >> shift:
+            met = self.need.met(found >> shift)
+            found &= self.mask
+            if met:
+                gated = self.gated
+                for n in self.need.indices(met):
+                    spelling, payload = gated[n]
+                    if bounded_contains(text, spelling):
+                        found |= payload
+        for spelling, payload in self.literal:
+            if spelling in text and bounded_contains(text, spelling):
+                found |= payload
+        return found
+
+
+class PhraseIndex:
+    """Every distinct normalized phrase of a spec, each with an id (its position in ``phrases``).
+
+    ``find(text)`` returns the ids of phrases present in ``text`` (already
+    normalized), through a :class:`PhraseMatcher` whose payload is one bit
+    per phrase; the result equals calling :func:`contains_phrase` for each
+    phrase, which tests check with random input. ``matcher(payloads)`` builds
+    one with the caller's payloads.
+    """
+
+    __slots__ = ("_ids", "_own", "phrases")
 
     def __init__(self, phrases: Iterable[str]) -> None:
         self.phrases: list[str] = []
         self._ids: dict[str, int] = {}
-        self._word: dict[str, list[int]] = {}
-        self._first: dict[str, set[int]] = {}
-        self._multi: dict[tuple[str, ...], list[tuple[str, int]]] = {}
-        self._slow: list[tuple[str, int]] = []
+        self._own: PhraseMatcher | None = None
         for phrase in phrases:
             self.add(phrase)
 
@@ -186,55 +311,28 @@ class PhraseIndex:
         pid = len(self.phrases)
         self.phrases.append(phrase)
         self._ids[phrase] = pid
-        spellings = [phrase]
-        plural = plural_of(phrase)
-        if plural is not None:
-            spellings.append(plural)
-        for spelling in spellings:
-            runs = _RUN.findall(spelling)
-            fast = spelling[0] in _IDENT and spelling[-1] in _IDENT and not _has_border(spelling)
-            if fast:
-                if len(runs) == 1:
-                    self._word.setdefault(spelling, []).append(pid)
-                else:
-                    self._multi.setdefault(tuple(runs), []).append((spelling, pid))
-                    self._first.setdefault(runs[0], set()).add(len(runs))
-            else:
-                self._slow.append((spelling, pid))
+        self._own = None
         return pid
 
     def id_of(self, phrase: str) -> int:
         return self._ids.get(phrase, -1)
 
+    def matcher(self, payloads: Sequence[int]) -> PhraseMatcher:
+        """A matcher giving ``payloads[id]`` for each phrase found (its plural included)."""
+        spellings = []
+        for phrase, payload in zip(self.phrases, payloads, strict=True):
+            if payload:
+                spellings.append((phrase, payload))
+                plural = plural_of(phrase)
+                if plural is not None:
+                    spellings.append((plural, payload))
+        return PhraseMatcher(spellings)
+
     def find(self, text: str) -> set[int]:
-        found: set[int] = set()
-        first = self._first
-        word = self._word
-        if word or first:
-            # A bounded occurrence of a spelling that starts and ends with identifier
-            # characters covers whole identifier runs of the input, so its runs equal
-            # a window of the input's runs; the literal check then settles separators.
-            tokens = _RUN.findall(text)
-            multi = self._multi
-            count = len(tokens)
-            for i, token in enumerate(tokens):
-                ids = word.get(token)
-                if ids is not None:
-                    found.update(ids)
-                sizes = first.get(token)
-                if sizes is None:
-                    continue
-                for size in sizes:
-                    if i + size <= count:
-                        spellings = multi.get(tuple(tokens[i : i + size]))
-                        if spellings is not None:
-                            for spelling, pid in spellings:
-                                if pid not in found and bounded_contains(text, spelling):
-                                    found.add(pid)
-        for spelling, pid in self._slow:
-            if pid not in found and spelling in text and bounded_contains(text, spelling):
-                found.add(pid)
-        return found
+        own = self._own
+        if own is None:
+            own = self._own = self.matcher([1 << pid for pid in range(len(self.phrases))])
+        return set(bit_positions(own.scan(text)))
 
 
 def first_hit(text: str, phrases: Sequence[str]) -> PhraseHit | None:

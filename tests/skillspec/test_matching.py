@@ -153,18 +153,3 @@ def test_index_agrees_with_literal_search(text: str, phrases: list[str]) -> None
     for phrase in phrases:
         norm_phrase = normalize_phrase(phrase)
         assert (norm_phrase in found) == contains_phrase(norm, phrase), (text, phrase)
-
-
-def test_border_check_equals_comparing_every_length() -> None:
-    """``_has_border`` compares only where the first character recurs; same answers."""
-    import itertools
-
-    from engine.skillspec.matching import _has_border
-
-    def every_length(s: str) -> bool:
-        return any(s[:k] == s[-k:] for k in range(1, len(s)))
-
-    for n in range(10):
-        for letters in itertools.product("ab ", repeat=n):
-            text = "".join(letters)
-            assert _has_border(text) == every_length(text), text
