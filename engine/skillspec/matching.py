@@ -268,11 +268,15 @@ class PhraseMatcher:
             found |= words[run]
         shift = self.shift
         if found >> shift:
-            met = self.need.met(found >> shift)
+            need = self.need
+            met = found >> shift | need.fill  # AllOf.met, inline: this runs per input
+            for step in need.shifts:
+                met &= met >> step
+            met &= need.starts
             found &= self.mask
             if met:
                 gated = self.gated
-                for n in self.need.indices(met):
+                for n in need.indices(met):
                     spelling, payload = gated[n]
                     if bounded_contains(text, spelling):
                         found |= payload

@@ -16,13 +16,17 @@ import io
 import json
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.cli.skillspec import main
 from engine.jsontext import escape_surrogates
-from engine.skillspec.batch import BatchDecider
-from engine.skillspec.decide import decide, decision_json_line
+from engine.skillspec.batch import WARM, BatchDecider
+from engine.skillspec.decide import compile_spec, decide, decision_json_line, matched_indices
+from engine.skillspec.matching import bit_positions
 from tests.benchmarks.bench_skillspec_decide import make_inputs, make_spec
 from tests.skillspec.decide_corpus import corpora
 
@@ -97,3 +101,74 @@ def test_input_lines_read_fast_or_slow_the_same(
         with pytest.raises(InputError) as err:
             read_inputs(str(path))
         assert where in str(err.value)
+
+
+# --- the batch path's rule bits against decide, on random specs and inputs
+
+_VOCAB = ["go", "gos", "stop", "in sync", "a-b", "a a", "c++", "?", "test", "weekly", "every day"]
+_WORDS = [*_VOCAB, "login", "repo", "x_y", "", " ", "Go!", "GOS", "ago", "sync", "in", "b", "é"]
+_phrases = st.lists(st.sampled_from([*_VOCAB, "", "  "]), max_size=3)
+_items = st.lists(st.sampled_from(["i1", "i2", "i3", 'q"']), max_size=3)
+_when = st.fixed_dictionaries(
+    {},
+    optional={
+        "user_says_any": _phrases,
+        "user_says_all_groups": st.lists(_phrases, max_size=3),
+        "task_recurrence_likely": st.booleans(),
+        "domain_object_task": st.booleans(),
+        "interactive_prompt_likely": st.booleans(),
+        "command_likely_long_running": st.booleans(),
+    },
+)
+_rule = st.fixed_dictionaries(
+    {"when": _when},
+    optional={
+        "prefer": st.sampled_from(["a", "b", "c"]),
+        "route_order": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3),
+        "forbid": _items,
+        "elicit": _items,
+        "after_success": _items,
+        "allow": st.dictionaries(st.sampled_from(["k1", "k2"]), st.integers(0, 3), max_size=2),
+        "reason": st.sampled_from(["r1", "r2", ""]),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rules=st.lists(_rule, max_size=8),
+    texts=st.lists(st.lists(st.sampled_from(_WORDS), max_size=6).map(" ".join), max_size=4),
+)
+def test_batch_lines_equal_decide_on_random_specs(
+    rules: list[dict[str, Any]], texts: list[str]
+) -> None:
+    data = {
+        "schema": "skillspec/v0",
+        "id": "t.batch",
+        "routes": [{"id": "a", "rank": 2}, {"id": "b", "rank": 1}, {"id": "c"}],
+        "rules": [{"id": f"r{i}", **r} for i, r in enumerate(rules)],
+    }
+    compiled = compile_spec(data)
+    batch = BatchDecider(compiled)
+    for text in texts + texts:  # the second pass reads remembered lines
+        bits = batch.masks.matched(text)
+        assert bit_positions(bits) == list(matched_indices(compiled, text)), text
+        assert batch.line(text) == decision_json_line(decide(compiled, text)), text
+
+
+def test_a_memo_stops_taking_lines_a_batch_never_asks_for_again() -> None:
+    _, compiled, _ = CORPORA[-1]
+    distinct = make_inputs(WARM * 3, seed=5)
+    batch = BatchDecider(compiled)
+    for text in distinct:
+        batch.line(text)
+    assert len(batch.lines) == WARM  # past WARM, nothing found again: nothing more kept
+    repeated = make_inputs(WARM // 2, seed=6) * 6
+    batch = BatchDecider(compiled)
+    for text in repeated:
+        batch.line(text)
+    assert batch.line_hits == len(repeated) - WARM // 2
+    fresh = make_inputs(WARM * 2, seed=7)
+    for text in fresh:
+        batch.line(text)
+    assert len(batch.lines) == WARM // 2 + len(fresh)  # lookups keep finding lines: keep going

@@ -7,18 +7,23 @@ The precompiled PhraseIndex must agree with the literal search on any input.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.skillspec.matching import (
+    AllOf,
     PhraseIndex,
+    bit_positions,
     bounded_contains,
     contains_phrase,
     first_hit,
     normalize_input,
     normalize_phrase,
     predicate_value,
+    runs_of,
 )
 
 
@@ -153,3 +158,57 @@ def test_index_agrees_with_literal_search(text: str, phrases: list[str]) -> None
     for phrase in phrases:
         norm_phrase = normalize_phrase(phrase)
         assert (norm_phrase in found) == contains_phrase(norm, phrase), (text, phrase)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from([*"aZ_9 -.\n", "é", "İ", "K", "\ud800", "🎉"]), max_size=20)
+)
+def test_runs_of_equals_the_identifier_regex(text: str) -> None:
+    assert runs_of(text) == [r.encode("ascii") for r in re.findall(r"[A-Za-z0-9_]+", text)]
+
+
+# Words that overlap themselves ("ana", "abab"), phrases of several runs, runs inside
+# punctuation ("c++", ".net"), phrases of no run ("?"), plurals of each other.
+_PHRASES = ["ana", "anas", "abab", "ab ab", "a a", "c++", ".net", "?", "x-y", "x y", "s", "ss"]
+_TEXT = st.lists(st.sampled_from([*_PHRASES, " ", "-", "a", "b", "n", "A", "é", "_"]), max_size=10)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=_TEXT.map("".join),
+    phrases=st.lists(st.sampled_from(_PHRASES), min_size=1, max_size=6),
+    payloads=st.lists(st.integers(0, 2**70), min_size=6, max_size=6),
+)
+def test_matcher_ors_the_payload_of_each_phrase_present(
+    text: str, phrases: list[str], payloads: list[int]
+) -> None:
+    index = PhraseIndex(phrases)
+    matcher = index.matcher([payloads[i] for i in range(len(index.phrases))])
+    norm = normalize_input(text)
+    want = 0
+    for pid, phrase in enumerate(index.phrases):
+        if contains_phrase(norm, phrase):
+            want |= payloads[pid]
+    assert matcher.scan(norm) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    needs=st.lists(st.lists(st.integers(0, 7), max_size=5), max_size=6),
+    present=st.sets(st.integers(0, 7)),
+)
+def test_all_of_meets_exactly_the_requirements_present_covers(
+    needs: list[list[int]], present: set[int]
+) -> None:
+    all_of = AllOf(needs)
+    bits = 0
+    for source in present:
+        bits |= all_of.bits.get(source, 0)
+    met = all_of.indices(all_of.met(bits))
+    assert met == [n for n, need in enumerate(needs) if set(need) <= present]
+
+
+@given(st.integers(0, 2**300))
+def test_bit_positions_lists_each_set_bit_lowest_first(mask: int) -> None:
+    assert bit_positions(mask) == [i for i in range(mask.bit_length()) if mask >> i & 1]
