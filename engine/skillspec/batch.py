@@ -44,6 +44,9 @@ from engine.skillspec.matching import (
 
 #: Remember at most this many characters of lines by input, and of line tails by rule set.
 MEMO_CHARS = 64 * 1024 * 1024
+#: A memo keeps every new entry up to this many, then only while it pays (see BatchDecider).
+WARM = 2048
+KEEP_RATIO = 8
 
 
 def _opt(value: str | None) -> str:
@@ -298,11 +301,13 @@ class BatchDecider:
             self.tail_hits += 1
         else:
             tail = self.tables.tail(matched)
-            if self._room > 0 and _worth_keeping(self.tail_hits, len(self.tails)):
+            stored = len(self.tails)  # worth keeping? (inline: this runs per input)
+            if self._room > 0 and (stored < WARM or self.tail_hits * KEEP_RATIO >= stored):
                 self.tails[matched] = tail
                 self._room -= len(tail)
         line = f'{{"input": {_enc(text)}, {tail}'
-        if self._room > 0 and _worth_keeping(self.line_hits, len(self.lines)):
+        stored = len(self.lines)
+        if self._room > 0 and (stored < WARM or self.line_hits * KEEP_RATIO >= stored):
             self.lines[text] = line
             self._room -= len(line)
         return line
@@ -310,12 +315,3 @@ class BatchDecider:
     def lines_for(self, texts: Iterable[str]) -> Iterator[str]:
         line = self.line
         return (line(t) for t in texts)
-
-
-#: A memo keeps every new entry up to this many, then only while it pays (see BatchDecider).
-WARM = 2048
-KEEP_RATIO = 8
-
-
-def _worth_keeping(hits: int, stored: int) -> bool:
-    return stored < WARM or hits * KEEP_RATIO >= stored
