@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
-from engine.errors import CheckFailed, Diagnostic, InputError, Location
+from engine.errors import Diagnostic, InputError, Location
 
 if TYPE_CHECKING:
     import argparse
@@ -89,28 +89,13 @@ class LoadedSpec:
         return self._fingerprint
 
 
-def load_spec(spec: str) -> LoadedSpec:
-    """Validate then compile; refuse (exit 1) with every diagnostic when validation fails."""
-    path = Path(spec)
-    if not path.exists():
-        raise InputError(f"{spec}: no such file", title="Cannot read spec")
-    from engine.skillspec.load import load_decidable
+def _decidable(spec: str) -> LoadedSpec:
+    """The spec argument, validated and compiled (:func:`spec_for_deciding` says why not)."""
+    from engine.skillspec.load import spec_for_deciding
 
-    loaded = load_decidable(path)
-    report = loaded.report
-    if report.unreadable:
-        raise InputError(
-            f"{spec}: cannot be read", title="Cannot read spec", diagnostics=report.diagnostics
-        )
-    if report.data is None or not report.ok:
-        raise CheckFailed(
-            f"{spec} does not validate; fix it before deciding or testing "
-            "(file checks must pass too, as in the reference)",
-            title="Spec does not validate",
-            diagnostics=report.diagnostics,
-        )
-    assert loaded.compiled is not None  # validated: load_decidable compiled it
-    return LoadedSpec(path, loaded.compiled, report.data)
+    loaded = spec_for_deciding(spec)
+    assert loaded.compiled is not None  # spec_for_deciding refuses what it cannot compile
+    return LoadedSpec(Path(spec), loaded.compiled, loaded.report.data)
 
 
 def _require_trace(loaded: LoadedSpec, trace_dir: str | None) -> None:
@@ -205,7 +190,7 @@ def _line_error(source: str, line: int, col: int, message: str) -> InputError:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    loaded = load_spec(args.spec)
+    loaded = _decidable(args.spec)
     _require_trace(loaded, args.trace_dir)
     compiled = loaded.compiled
     if args.inputs is not None:
@@ -270,7 +255,7 @@ def _chunk_writer() -> Callable[[str], None]:
 def cmd_explain(args: argparse.Namespace) -> int:
     from engine.skillspec.spec_explain import explain, render_explanation
 
-    loaded = load_spec(args.spec)
+    loaded = _decidable(args.spec)
     _require_trace(loaded, args.trace_dir)
     if args.trace_dir:
         _write_trace(loaded, args.trace_dir, args.input)
@@ -285,7 +270,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_test(args: argparse.Namespace) -> int:
     from engine.skillspec.scenarios import coverage, render_coverage, render_run, run_tests
 
-    loaded = load_spec(args.spec)
+    loaded = _decidable(args.spec)
     run = run_tests(loaded.compiled)
     cov = coverage(loaded.compiled, run) if args.coverage else None
     if args.json:
@@ -311,7 +296,7 @@ def cmd_trace_compact(args: argparse.Namespace) -> int:
 def cmd_trace_align(args: argparse.Namespace) -> int:
     from engine.skillspec.align import align, render_report, render_summary
 
-    loaded = load_spec(args.spec)
+    loaded = _decidable(args.spec)
     report = align(loaded.compiled, str(args.spec), loaded.fingerprint, args.decision_trace)
     sys.stderr.write(f"alignment: wrote {Path(args.decision_trace) / 'alignment.json'}\n")
     if args.json:

@@ -17,7 +17,7 @@ import errno
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engine.errors import Diagnostic, InputError, InvalidSource, Location
+from engine.errors import Diagnostic, HarnessError, InputError, InvalidSource, Location
 from engine.record import Record
 from engine.yamlsrc import MAX_BYTES, LocDict, decode_source, parse_yaml
 
@@ -224,3 +224,49 @@ def load_decidable(path: str | Path) -> DecidableSpec:
     if not report.ok or report.data is None:
         return DecidableSpec(report, None)
     return DecidableSpec(report, compile_spec(report.data))
+
+
+class SpecRefused(HarnessError):
+    """Why a spec cannot be decided on: the one refusal of :func:`spec_for_deciding`.
+
+    The command line and the console refused the same file differently (an
+    input error in one, a failed check in the other, with other words). Now
+    both say this: "Spec not found" or "Cannot read spec" (exit 2) for a file
+    that is missing or unreadable, "Spec does not validate" (exit 1, as the
+    reference) with every located error for one that does not validate.
+    """
+
+
+#: How many located errors a refusal's message lists (all of them are its diagnostics).
+SHOWN_ERRORS = 5
+
+
+def spec_for_deciding(path: str | Path) -> DecidableSpec:
+    """``path`` checked and compiled for deciding, or :class:`SpecRefused` saying why not."""
+    target = Path(path)
+    if not target.is_file():
+        what = "a directory, not a spec file" if target.is_dir() else "no such file"
+        raise SpecRefused(
+            f"{path}: {what}",
+            title="Spec not found",
+            diagnostics=[Diagnostic(what, Location(str(path)))],
+        )
+    loaded = load_decidable(target)
+    report = loaded.report
+    if report.unreadable:
+        raise SpecRefused(
+            f"{path}: cannot be read", title="Cannot read spec", diagnostics=report.diagnostics
+        )
+    if loaded.compiled is None:
+        errors = report.errors or report.diagnostics
+        shown = "\n".join(str(d) for d in errors[:SHOWN_ERRORS])
+        more = f"\n... and {len(errors) - SHOWN_ERRORS} more" if len(errors) > SHOWN_ERRORS else ""
+        refused = SpecRefused(
+            f"{path} does not validate; fix it before deciding or testing (file checks must"
+            f" pass too, as in the reference)\n{shown}{more}",
+            title="Spec does not validate",
+            diagnostics=report.diagnostics,
+        )
+        refused.exit_code = 1
+        raise refused
+    return loaded

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import Diagnostic, InputError, Location
+from engine.errors import Diagnostic, InputError
 from engine.skillspec.decide import CompiledSpec, Decision, compile_spec
-from engine.skillspec.load import load_decidable
+from engine.skillspec.load import spec_for_deciding
 from engine.skillspec.scenarios import TestRun, run_tests
 from engine.skillspec.spec_explain import RuleExplanation, explain
 from engine.yamlsrc import LocDict, LocList, parse_yaml
@@ -53,30 +53,14 @@ class DecideResult:
 
 
 def load_spec(path: str | Path) -> LoadedSpec:
-    """Load ``path`` as the CLI does; a spec that does not validate is refused, not decided.
+    """Load ``path`` for deciding as the CLI does (:func:`spec_for_deciding`, its one refusal).
 
-    The refusal is an InputError whose diagnostics are the located errors
-    (file:line:col), the same ones ``skillspec check`` prints. A path that
-    is not a readable file is refused as "not found", not as an invalid spec.
+    A spec that does not validate is refused with its located errors
+    (file:line:col), the same ones ``skillspec check`` prints; a path that is
+    not a readable file is refused as "not found", not as an invalid spec.
     """
-    target = Path(path)
-    if not target.is_file():
-        what = "a directory, not a spec file" if target.is_dir() else "no such file"
-        raise InputError(
-            f"{path}: {what}",
-            title="Spec not found",
-            diagnostics=[Diagnostic(what, Location(str(path)))],
-        )
-    loaded = load_decidable(path)
-    if loaded.compiled is None:
-        errors = loaded.report.errors or loaded.report.diagnostics
-        shown = "\n".join(str(d) for d in errors[:5])
-        more = f"\n... and {len(errors) - 5} more" if len(errors) > 5 else ""
-        raise InputError(
-            f"{path}: the spec does not validate; fix it to decide\n{shown}{more}",
-            title="Spec does not validate",
-            diagnostics=errors,
-        )
+    loaded = spec_for_deciding(path)
+    assert loaded.compiled is not None  # spec_for_deciding refuses what it cannot compile
     return LoadedSpec(Path(path), loaded.report.text, loaded.compiled)
 
 

@@ -320,3 +320,32 @@ def test_decide_inputs_from_stdin_and_explain_trace(
     assert code == 0 and "trace: wrote" in err
     [run_dir] = list((tmp_path / "t").iterdir())
     assert (run_dir / "events" / "000001.input_received.json").is_file()
+
+
+@pytest.mark.parametrize("case", ["missing", "directory", "invalid"])
+def test_the_cli_and_the_console_refuse_a_spec_alike(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One spec-for-deciding function, one refusal type: same title and exit code in both."""
+    from engine.skillspec.load import SpecRefused
+    from engine.views.decide import load_spec as console_load
+
+    good = write_spec(tmp_path)
+    if case == "missing":
+        spec, title, code_wanted = tmp_path / "nope.yml", "Spec not found", 2
+    elif case == "directory":
+        spec, title, code_wanted = tmp_path, "Spec not found", 2
+    else:
+        spec = tmp_path / "invalid.spec.yml"
+        text = good.read_text(encoding="utf-8").replace("schema: skillspec/v0", "schema: nope/v9")
+        assert text != good.read_text(encoding="utf-8")
+        spec.write_text(text, encoding="utf-8")
+        title, code_wanted = "Spec does not validate", 1
+    with pytest.raises(SpecRefused) as refused:
+        console_load(spec)
+    assert refused.value.title == title and refused.value.exit_code == code_wanted
+    if case == "invalid":  # located errors, file:line:col
+        assert f"{spec.name}:1:" in str(refused.value)
+    for argv in (["decide", str(spec), "--input", "x"], ["test", str(spec)]):
+        code, _, err = cli(capsys, *argv)
+        assert code == code_wanted and err.startswith(title), err
