@@ -22,7 +22,6 @@ import threading
 from collections.abc import Callable
 from typing import ClassVar, cast
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -32,6 +31,7 @@ from textual.widgets import DataTable, ProgressBar, Select, Static, TextArea
 
 from console.context import ConsoleContext
 from console.keys import Field
+from console.markup import escape
 from console.messages import ShowPane
 from console.panes.backtest_result import result_rows, summary_lines
 from console.panes.base import StorePane

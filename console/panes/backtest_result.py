@@ -7,9 +7,9 @@ message handler only puts them on screen. Counts and seqs are written whole
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.text import Text
 
+from console.markup import escape
 from console.widgets.spark import bar
 from engine.timefmt import short_ms
 from engine.views.backtest import BacktestRun, Fire

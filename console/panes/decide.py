@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -15,6 +14,7 @@ from textual.widgets import Input, Select, Static
 
 from console.context import ConsoleContext
 from console.keys import Field, focus_now
+from console.markup import escape
 from console.panes.base import StorePane
 from console.widgets.confirm import AskText, ConfirmDiff
 from console.widgets.picker import PickSpec

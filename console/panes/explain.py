@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -14,6 +13,7 @@ from textual.widgets import Static
 
 from console.context import ConsoleContext
 from console.keys import Field, focus_now
+from console.markup import escape
 from console.panes.base import StorePane
 from engine.views.demo import DEMO_ENFORCE
 from engine.views.fire_explain import FireExplanation, explain_fire

@@ -21,7 +21,6 @@ import time
 from typing import ClassVar, cast
 
 import aiosqlite
-from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -33,6 +32,7 @@ from textual.worker import Worker
 
 from console.context import ConsoleContext
 from console.keys import Field, focus_now
+from console.markup import escape
 from console.messages import OpenExplain
 from console.panes.base import StorePane
 from console.widgets.fires_table import FiresTable

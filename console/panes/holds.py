@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from typing import ClassVar
 
-from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -14,6 +13,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
+from console.markup import escape
 from console.messages import OpenExplain
 from console.panes.base import StorePane
 from console.widgets.confirm import AskText

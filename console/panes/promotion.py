@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from typing import ClassVar
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import ProgressBar, Static
 
 from console.context import ConsoleContext
+from console.markup import escape
 from engine.errors import HarnessError
 from engine.timefmt import minute_ms
 from engine.views.backtest import CompiledRule, Progress

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sqlite3
 from typing import ClassVar
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,6 +17,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
+from console.markup import escape
 from console.panes.base import StorePane, plural
 from console.widgets.confirm import AskText
 from console.widgets.table import TEXT, Column, FitTable

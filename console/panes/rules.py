@@ -6,7 +6,6 @@ import sqlite3
 from pathlib import Path
 from typing import ClassVar
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -15,6 +14,7 @@ from textual.widgets import DataTable, Static
 
 from console.context import ConsoleContext
 from console.keys import focus_now
+from console.markup import escape
 from console.messages import OpenBacktest
 from console.panes.base import StorePane, plural
 from console.widgets.table import TEXT, Column, FitTable

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.markup import escape
 from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding, BindingType
@@ -13,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from console.keys import Field
+from console.markup import escape
 
 
 class AskText(ModalScreen[str | None]):
