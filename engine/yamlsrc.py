@@ -24,69 +24,21 @@ from __future__ import annotations
 import gc
 import math
 import re
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
+from engine.libyaml import (
+    MappingNode,
+    MarkedYAMLError,
+    Node,
+    Parser,
+    ScalarNode,
+    SequenceNode,
+    YAMLError,
+)
 from engine.record import Record
-
-#: The class attribute ``yaml.reader.Reader.NON_PRINTABLE`` compiles when PyYAML is imported.
-_NON_PRINTABLE = "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
-
-
-class _LazyPattern:
-    """A pattern compiled on first use (see :func:`_import_yaml`)."""
-
-    def __init__(self, pattern: str, flags: int) -> None:
-        self._args = (pattern, flags)
-        self._compiled: re.Pattern[str] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._compiled is None:
-            self._compiled = re.compile(*self._args)
-        return getattr(self._compiled, name)
-
-
-def _import_yaml() -> Any:
-    """PyYAML, imported without compiling the one regex of it we never use.
-
-    ``import yaml`` compiles ``yaml.reader.Reader.NON_PRINTABLE``, a character
-    class over all of Unicode: 58M instructions, more than starting Python,
-    paid by every ``skillspec validate``. Only PyYAML's pure-Python reader
-    uses it, and libyaml (which we parse with) reads the text itself, so
-    while PyYAML's modules run that one pattern is given as a
-    :class:`_LazyPattern`, compiled if anything ever uses it. Every other
-    ``re.compile`` call, then and later, is the real one; if the pattern ever
-    changes it simply compiles as before.
-    """
-    if "yaml" in sys.modules:
-        return sys.modules["yaml"]
-    real = re.compile
-
-    def compile_lazily(pattern: Any, flags: int = 0) -> Any:
-        if pattern == _NON_PRINTABLE:
-            return _LazyPattern(pattern, flags)
-        return real(pattern, flags)
-
-    re.compile = compile_lazily
-    try:
-        import yaml
-    finally:
-        re.compile = real
-    return yaml
-
-
-if TYPE_CHECKING:
-    import yaml
-else:
-    yaml = _import_yaml()
-
-try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
-    _BaseLoader: type[Any] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _BaseLoader = yaml.SafeLoader
 
 #: The UTF-8 byte order mark, refused before parsing (see :func:`decode_source`).
 BOM = b"\xef\xbb\xbf"
@@ -99,7 +51,7 @@ MAX_NODES = 250_000
 MAX_DEPTH = 200
 
 
-class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
+class _Yaml12Loader(Parser):
     """libyaml parser with YAML 1.2 core-schema implicit resolution.
 
     libyaml calls :meth:`resolve` once per node, so it is PyYAML's own
@@ -108,14 +60,14 @@ class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
     nothing.
     """
 
-    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
-        if kind is yaml.ScalarNode:
+    def resolve(self, kind: type[Node], value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode:
             if implicit[0]:
                 for tag, regexp in _IMPLICIT.get(value[:1], ()):
                     if regexp.match(value):
                         return tag
             return _STR_TAG
-        return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
+        return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
 
     def descend_resolver(self, current_node: Any, current_index: Any) -> None:
         return None
@@ -124,7 +76,6 @@ class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
         return None
 
 
-_Yaml12Loader.yaml_implicit_resolvers = {}
 #: A plain scalar of a leading zero then more digits (``012``, ``-007``) is a
 #: string in YAML 1.2 as serde_yaml resolves it: neither an octal nor a decimal
 #: number, so neither the int nor the float resolver may take it.
@@ -138,12 +89,17 @@ _FLOAT_RE = re.compile(
 )
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789"))
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789"))
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF"))
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""])
-#: First character -> (tag, pattern) candidates, in resolver order (read by ``resolve``).
-_IMPLICIT: dict[str, list[tuple[str, re.Pattern[str]]]] = _Yaml12Loader.yaml_implicit_resolvers
+#: First character -> (tag, pattern) candidates, in resolver order (read by ``resolve``), as
+#: PyYAML's ``add_implicit_resolver`` would list them ("" for the empty scalar).
+_IMPLICIT: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+for _tag, _regexp, _first in (
+    ("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789")),
+    ("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789")),
+    ("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF")),
+    ("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""]),
+):
+    for _ch in _first:
+        _IMPLICIT.setdefault(_ch, []).append((_tag, _regexp))
 _STR_TAG = "tag:yaml.org,2002:str"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
@@ -247,7 +203,7 @@ class _Builder:
         return InvalidSource(message, title="Invalid YAML", diagnostics=[diag])
 
     def build(
-        self, node: yaml.Node, path: _Path = None, depth: int = 0, loc: Location | None = None
+        self, node: Node, path: _Path = None, depth: int = 0, loc: Location | None = None
     ) -> Any:
         """``node``'s value; ``loc`` is its start position when the caller already made it.
 
@@ -316,7 +272,7 @@ class _Builder:
             return mapping
         raise self.fail("unsupported YAML node", node.start_mark, _render(path))  # pragma: no cover
 
-    def scalar(self, node: yaml.ScalarNode, path: str) -> Any:
+    def scalar(self, node: ScalarNode, path: str) -> Any:
         tag = node.tag
         value = node.value
         if tag == "tag:yaml.org,2002:str":
@@ -356,7 +312,7 @@ _TAG_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "tag:yaml.org,2002:null": (_NULL_RE, "null"),
 }
 _RADIX = {"0x": 16, "0o": 8, "0b": 2}
-_ScalarNode, _SequenceNode, _MappingNode = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+_ScalarNode, _SequenceNode, _MappingNode = ScalarNode, SequenceNode, MappingNode
 
 
 def _int_scalar(value: str) -> int | float | str:
@@ -391,7 +347,7 @@ def _char_at(text: str, line: int, col: int) -> str:
     return ""
 
 
-def _scalar_text(node: yaml.ScalarNode) -> str:
+def _scalar_text(node: ScalarNode) -> str:
     return str(node.value)
 
 
@@ -472,7 +428,7 @@ def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
             node = loader.get_single_node()
         finally:
             loader.dispose()
-    except yaml.MarkedYAMLError as exc:
+    except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or "malformed YAML"
         if exc.context:
@@ -485,7 +441,7 @@ def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
             title="Invalid YAML",
             diagnostics=[Diagnostic(problem, loc, code="yaml")],
         ) from None
-    except yaml.YAMLError as exc:
+    except YAMLError as exc:
         raise InvalidSource(
             f"{file}: {exc}",
             title="Invalid YAML",

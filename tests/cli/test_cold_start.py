@@ -104,6 +104,7 @@ VALIDATE_ENGINE = {
     "engine.cli.common",
     "engine.cli.skillspec",
     "engine.errors",
+    "engine.libyaml",
     "engine.record",
     "engine.skillspec",
     "engine.skillspec.files",
