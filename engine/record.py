@@ -17,8 +17,7 @@ by its fields (unhashable when a field is), printed ``Name(field=value, ...)``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     from typing import Self
 

@@ -25,7 +25,6 @@ import gc
 import math
 import re
 from pathlib import Path
-from typing import Any, Final
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
@@ -39,6 +38,18 @@ from engine.libyaml import (
     YAMLError,
 )
 from engine.record import Record
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    _DictBase = dict[str, Any]
+    _ListBase = list[Any]
+    #: A field path, built as a chain and rendered only when an error names it:
+    #: None (the root) or (parent path, key or index).
+    _Path = tuple[Any, str | int] | None
+else:
+    _DictBase, _ListBase = dict, list
 
 #: The UTF-8 byte order mark, refused before parsing (see :func:`decode_source`).
 BOM = b"\xef\xbb\xbf"
@@ -113,7 +124,7 @@ INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 _MAX_INT_DIGITS = 40  # one more than UINT128_MAX has: int() of this is always safe
 
 
-class LocDict(dict[str, Any]):
+class LocDict(_DictBase):
     """A mapping that remembers its own position and each key's and value's."""
 
     __slots__ = ("key_pos", "pos", "val_pos")
@@ -134,7 +145,7 @@ class LocDict(dict[str, Any]):
         return pos if pos is not None else self.where(key)
 
 
-class LocList(list[Any]):
+class LocList(_ListBase):
     """A sequence that remembers its own position and each item's."""
 
     __slots__ = ("item_pos", "pos")
@@ -170,11 +181,6 @@ class YamlDocument(Record):
 
 def _loc(file: str, mark: Any) -> Location:
     return Location(file, mark.line + 1, mark.column + 1)
-
-
-#: A field path, built as a chain and rendered only when an error names it:
-#: None (the root) or (parent path, key or index).
-_Path = tuple[Any, str | int] | None
 
 
 def _render(path: _Path) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from engine.errors import Diagnostic, Location
 from engine.skillspec.schema import (
@@ -38,6 +37,10 @@ from engine.skillspec.schema import (
     Untagged,
 )
 from engine.yamlsrc import INT64_MIN, UINT64_MAX, LocDict, LocList
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any
 
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL)$")
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")

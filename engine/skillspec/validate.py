@@ -14,12 +14,15 @@ never crashes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
 
 from engine.errors import Diagnostic, Location
 from engine.skillspec.imports import depth_first
 from engine.yamlsrc import LocDict, LocList
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 SCHEMA = "skillspec/v0"
 
