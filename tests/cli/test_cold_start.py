@@ -138,8 +138,9 @@ def loaded_after(code: str, env: dict[str, str] | None = None) -> tuple[int, set
     stderr's last line because stdout is the command's own output.
     """
     script = (
-        "import sys, json\n" + code + "\nnames = {m.split('.')[0] for m in sys.modules} | "
+        "import sys\n" + code + "\nnames = {m.split('.')[0] for m in sys.modules} | "
         "{m for m in sys.modules if m.startswith('engine')}\n"
+        "import json\n"
         "print(json.dumps({'rc': rc, 'modules': sorted(names)}), file=sys.stderr)\n"
     )
     done = subprocess.run(
@@ -196,8 +197,9 @@ def test_skillspec_validate_loads_only_the_checker(tmp_path: Path) -> None:
     )
     assert rc == 0
     assert not loaded & (HEAVY | {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect"})
-    # PyYAML's parser half only (engine.libyaml), and no ``typing`` at run time (engine.record)
-    assert not loaded & (NOT_PYYAML_PARSER | {"typing"})
+    # PyYAML's parser half only (engine.libyaml), no ``typing`` at run time (engine.record)
+    # and no json (its messages quote with it, once there is one)
+    assert not loaded & (NOT_PYYAML_PARSER | {"typing", "json"})
     assert {m for m in loaded if m.startswith("engine")} <= VALIDATE_ENGINE
 
 
