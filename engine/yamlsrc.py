@@ -237,17 +237,30 @@ class _Builder:
             if depth >= self.depth:
                 self.depth = depth + 1
             seq = LocList(here)
+            shallow = depth < MAX_DEPTH  # the items' depth, depth + 1, is within the limit
             item_pos = seq.item_pos
             for i, item in enumerate(node.value):
                 mark = item.start_mark
                 at = Location(file, mark.line + 1, mark.column + 1)
-                seq.append(self.build(item, (path, i), depth + 1, at))
+                if (
+                    type(item) is _ScalarNode
+                    and item.tag == _STR_TAG
+                    and shallow
+                    and self.count < MAX_NODES
+                ):
+                    # Most nodes are string scalars: what build() returns for one while both
+                    # limits hold, without the call (the rest, and every error, go to build).
+                    self.count += 1
+                    seq.append(item.value)
+                else:
+                    seq.append(self.build(item, (path, i), depth + 1, at))
                 item_pos.append(at)
             return seq
         if kind is _MappingNode:
             if depth >= self.depth:
                 self.depth = depth + 1
             mapping = LocDict(here)
+            shallow = depth < MAX_DEPTH
             key_pos = mapping.key_pos
             val_pos = mapping.val_pos
             for key_node, value_node in node.value:
@@ -271,7 +284,16 @@ class _Builder:
                     )
                 mark = value_node.start_mark
                 at = Location(file, mark.line + 1, mark.column + 1)
-                mapping[key] = self.build(value_node, (path, key), depth + 1, at)
+                if (
+                    type(value_node) is _ScalarNode
+                    and value_node.tag == _STR_TAG
+                    and shallow
+                    and self.count < MAX_NODES
+                ):
+                    self.count += 1  # as in the sequence loop above
+                    mapping[key] = value_node.value
+                else:
+                    mapping[key] = self.build(value_node, (path, key), depth + 1, at)
                 mark = key_node.start_mark
                 key_pos[key] = Location(file, mark.line + 1, mark.column + 1)
                 val_pos[key] = at
