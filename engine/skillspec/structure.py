@@ -214,7 +214,10 @@ class StructureChecker:
                 self.error(f"invalid type: {describe(value)}, expected a sequence", loc, path)
                 return value
             where = value.where if isinstance(value, LocList) else (lambda _i: loc)
+            strings = _takes_any_string(typ.item)
             for i, item in enumerate(value):
+                if strings and item.__class__ is str:
+                    continue  # as in check_obj
                 value[i] = self.check(item, typ.item, f"{path}[{i}]", where(i), strict)
             return value
         if not isinstance(value, dict):
@@ -298,9 +301,12 @@ class StructureChecker:
                     code="unknown_field",
                 )
                 continue
+            field = fields[key]
+            if value[key].__class__ is str and _takes_any_string(field):
+                continue  # what check() would return, unchanged, without building its arguments
             value[key] = self.check(
                 value[key],
-                fields[key],
+                field,
                 f"{path}.{key}" if path else key,
                 located.where_value(key) if located is not None else loc,
                 strict,
@@ -325,6 +331,15 @@ class StructureChecker:
             )
             return value
         return self.check_obj(value, typ.variants[present[0]], path, loc, True, loc)
+
+
+def _takes_any_string(typ: Type) -> bool:
+    """Whether ``check`` returns every ``str`` unchanged for ``typ`` (``Str`` or ``Opt(Str)``).
+
+    Most values are strings where strings belong; the walks skip the call
+    (and the path and positions they would build for it) for those.
+    """
+    return typ.__class__ is Str or (typ.__class__ is Opt and typ.inner.__class__ is Str)
 
 
 def check_structure(data: Any, text: str, file: str, depth: int | None = None) -> list[Diagnostic]:
