@@ -24,12 +24,15 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO, Literal
 
-#: Why a file was refused; see :class:`CappedReadError`.
-RefusalKind = Literal[
-    "missing", "inaccessible", "directory", "not_regular", "too_large", "unreadable"
-]
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import BinaryIO, Literal
+
+    #: Why a file was refused; see :class:`CappedReadError`.
+    RefusalKind = Literal[
+        "missing", "inaccessible", "directory", "not_regular", "too_large", "unreadable"
+    ]
 
 _FILE_TYPES = (
     (stat.S_ISDIR, "a directory"),

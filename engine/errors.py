@@ -10,12 +10,14 @@ the rule loader and the console all print errors the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final, Literal
-
 from engine.record import Record
 
-Severity = Literal["error", "warning", "info"]
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Final, Literal
+
+    Severity = Literal["error", "warning", "info"]
 
 
 class Location(Record):

@@ -24,69 +24,32 @@ from __future__ import annotations
 import gc
 import math
 import re
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
+from engine.libyaml import (
+    MappingNode,
+    MarkedYAMLError,
+    Node,
+    Parser,
+    ScalarNode,
+    SequenceNode,
+    YAMLError,
+)
 from engine.record import Record
 
-#: The class attribute ``yaml.reader.Reader.NON_PRINTABLE`` compiles when PyYAML is imported.
-_NON_PRINTABLE = "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
-
-
-class _LazyPattern:
-    """A pattern compiled on first use (see :func:`_import_yaml`)."""
-
-    def __init__(self, pattern: str, flags: int) -> None:
-        self._args = (pattern, flags)
-        self._compiled: re.Pattern[str] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._compiled is None:
-            self._compiled = re.compile(*self._args)
-        return getattr(self._compiled, name)
-
-
-def _import_yaml() -> Any:
-    """PyYAML, imported without compiling the one regex of it we never use.
-
-    ``import yaml`` compiles ``yaml.reader.Reader.NON_PRINTABLE``, a character
-    class over all of Unicode: 58M instructions, more than starting Python,
-    paid by every ``skillspec validate``. Only PyYAML's pure-Python reader
-    uses it, and libyaml (which we parse with) reads the text itself, so
-    while PyYAML's modules run that one pattern is given as a
-    :class:`_LazyPattern`, compiled if anything ever uses it. Every other
-    ``re.compile`` call, then and later, is the real one; if the pattern ever
-    changes it simply compiles as before.
-    """
-    if "yaml" in sys.modules:
-        return sys.modules["yaml"]
-    real = re.compile
-
-    def compile_lazily(pattern: Any, flags: int = 0) -> Any:
-        if pattern == _NON_PRINTABLE:
-            return _LazyPattern(pattern, flags)
-        return real(pattern, flags)
-
-    re.compile = compile_lazily
-    try:
-        import yaml
-    finally:
-        re.compile = real
-    return yaml
-
-
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
-    import yaml
-else:
-    yaml = _import_yaml()
+    from typing import Any, Final
 
-try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
-    _BaseLoader: type[Any] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _BaseLoader = yaml.SafeLoader
+    _DictBase = dict[str, Any]
+    _ListBase = list[Any]
+    #: A field path, built as a chain and rendered only when an error names it:
+    #: None (the root) or (parent path, key or index).
+    _Path = tuple[Any, str | int] | None
+else:
+    _DictBase, _ListBase = dict, list
 
 #: The UTF-8 byte order mark, refused before parsing (see :func:`decode_source`).
 BOM = b"\xef\xbb\xbf"
@@ -99,7 +62,7 @@ MAX_NODES = 250_000
 MAX_DEPTH = 200
 
 
-class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
+class _Yaml12Loader(Parser):
     """libyaml parser with YAML 1.2 core-schema implicit resolution.
 
     libyaml calls :meth:`resolve` once per node, so it is PyYAML's own
@@ -108,14 +71,14 @@ class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
     nothing.
     """
 
-    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
-        if kind is yaml.ScalarNode:
+    def resolve(self, kind: type[Node], value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is ScalarNode:
             if implicit[0]:
                 for tag, regexp in _IMPLICIT.get(value[:1], ()):
                     if regexp.match(value):
                         return tag
             return _STR_TAG
-        return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
+        return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
 
     def descend_resolver(self, current_node: Any, current_index: Any) -> None:
         return None
@@ -124,7 +87,6 @@ class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
         return None
 
 
-_Yaml12Loader.yaml_implicit_resolvers = {}
 #: A plain scalar of a leading zero then more digits (``012``, ``-007``) is a
 #: string in YAML 1.2 as serde_yaml resolves it: neither an octal nor a decimal
 #: number, so neither the int nor the float resolver may take it.
@@ -138,12 +100,17 @@ _FLOAT_RE = re.compile(
 )
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789"))
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789"))
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF"))
-_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""])
-#: First character -> (tag, pattern) candidates, in resolver order (read by ``resolve``).
-_IMPLICIT: dict[str, list[tuple[str, re.Pattern[str]]]] = _Yaml12Loader.yaml_implicit_resolvers
+#: First character -> (tag, pattern) candidates, in resolver order (read by ``resolve``), as
+#: PyYAML's ``add_implicit_resolver`` would list them ("" for the empty scalar).
+_IMPLICIT: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+for _tag, _regexp, _first in (
+    ("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789")),
+    ("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789")),
+    ("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF")),
+    ("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""]),
+):
+    for _ch in _first:
+        _IMPLICIT.setdefault(_ch, []).append((_tag, _regexp))
 _STR_TAG = "tag:yaml.org,2002:str"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
@@ -157,7 +124,7 @@ INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 _MAX_INT_DIGITS = 40  # one more than UINT128_MAX has: int() of this is always safe
 
 
-class LocDict(dict[str, Any]):
+class LocDict(_DictBase):
     """A mapping that remembers its own position and each key's and value's."""
 
     __slots__ = ("key_pos", "pos", "val_pos")
@@ -178,7 +145,7 @@ class LocDict(dict[str, Any]):
         return pos if pos is not None else self.where(key)
 
 
-class LocList(list[Any]):
+class LocList(_ListBase):
     """A sequence that remembers its own position and each item's."""
 
     __slots__ = ("item_pos", "pos")
@@ -216,11 +183,6 @@ def _loc(file: str, mark: Any) -> Location:
     return Location(file, mark.line + 1, mark.column + 1)
 
 
-#: A field path, built as a chain and rendered only when an error names it:
-#: None (the root) or (parent path, key or index).
-_Path = tuple[Any, str | int] | None
-
-
 def _render(path: _Path) -> str:
     """``rules[0].prefer`` for the chain (None, "rules") -> 0 -> "prefer"."""
     parts: list[str | int] = []
@@ -247,7 +209,7 @@ class _Builder:
         return InvalidSource(message, title="Invalid YAML", diagnostics=[diag])
 
     def build(
-        self, node: yaml.Node, path: _Path = None, depth: int = 0, loc: Location | None = None
+        self, node: Node, path: _Path = None, depth: int = 0, loc: Location | None = None
     ) -> Any:
         """``node``'s value; ``loc`` is its start position when the caller already made it.
 
@@ -275,17 +237,30 @@ class _Builder:
             if depth >= self.depth:
                 self.depth = depth + 1
             seq = LocList(here)
+            shallow = depth < MAX_DEPTH  # the items' depth, depth + 1, is within the limit
             item_pos = seq.item_pos
             for i, item in enumerate(node.value):
                 mark = item.start_mark
                 at = Location(file, mark.line + 1, mark.column + 1)
-                seq.append(self.build(item, (path, i), depth + 1, at))
+                if (
+                    type(item) is _ScalarNode
+                    and item.tag == _STR_TAG
+                    and shallow
+                    and self.count < MAX_NODES
+                ):
+                    # Most nodes are string scalars: what build() returns for one while both
+                    # limits hold, without the call (the rest, and every error, go to build).
+                    self.count += 1
+                    seq.append(item.value)
+                else:
+                    seq.append(self.build(item, (path, i), depth + 1, at))
                 item_pos.append(at)
             return seq
         if kind is _MappingNode:
             if depth >= self.depth:
                 self.depth = depth + 1
             mapping = LocDict(here)
+            shallow = depth < MAX_DEPTH
             key_pos = mapping.key_pos
             val_pos = mapping.val_pos
             for key_node, value_node in node.value:
@@ -309,14 +284,23 @@ class _Builder:
                     )
                 mark = value_node.start_mark
                 at = Location(file, mark.line + 1, mark.column + 1)
-                mapping[key] = self.build(value_node, (path, key), depth + 1, at)
+                if (
+                    type(value_node) is _ScalarNode
+                    and value_node.tag == _STR_TAG
+                    and shallow
+                    and self.count < MAX_NODES
+                ):
+                    self.count += 1  # as in the sequence loop above
+                    mapping[key] = value_node.value
+                else:
+                    mapping[key] = self.build(value_node, (path, key), depth + 1, at)
                 mark = key_node.start_mark
                 key_pos[key] = Location(file, mark.line + 1, mark.column + 1)
                 val_pos[key] = at
             return mapping
         raise self.fail("unsupported YAML node", node.start_mark, _render(path))  # pragma: no cover
 
-    def scalar(self, node: yaml.ScalarNode, path: str) -> Any:
+    def scalar(self, node: ScalarNode, path: str) -> Any:
         tag = node.tag
         value = node.value
         if tag == "tag:yaml.org,2002:str":
@@ -356,7 +340,7 @@ _TAG_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "tag:yaml.org,2002:null": (_NULL_RE, "null"),
 }
 _RADIX = {"0x": 16, "0o": 8, "0b": 2}
-_ScalarNode, _SequenceNode, _MappingNode = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+_ScalarNode, _SequenceNode, _MappingNode = ScalarNode, SequenceNode, MappingNode
 
 
 def _int_scalar(value: str) -> int | float | str:
@@ -391,7 +375,7 @@ def _char_at(text: str, line: int, col: int) -> str:
     return ""
 
 
-def _scalar_text(node: yaml.ScalarNode) -> str:
+def _scalar_text(node: ScalarNode) -> str:
     return str(node.value)
 
 
@@ -472,7 +456,7 @@ def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
             node = loader.get_single_node()
         finally:
             loader.dispose()
-    except yaml.MarkedYAMLError as exc:
+    except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or "malformed YAML"
         if exc.context:
@@ -485,7 +469,7 @@ def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
             title="Invalid YAML",
             diagnostics=[Diagnostic(problem, loc, code="yaml")],
         ) from None
-    except yaml.YAMLError as exc:
+    except YAMLError as exc:
         raise InvalidSource(
             f"{file}: {exc}",
             title="Invalid YAML",

@@ -9,12 +9,13 @@ source line and a caret; ``--json`` prints one object for scripts.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     import argparse
+    from typing import Any, TextIO
 
     from engine.skillspec.load import SpecReport
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.errors import HarnessError, traceback_id
 
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
+    from typing import Any, TextIO
 
 EXIT_OK = 0
 EXIT_FAILED = 1

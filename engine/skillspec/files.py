@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from engine.capped import CappedReadError, path_refusal, read_capped
 from engine.errors import Diagnostic, Location
 from engine.yamlsrc import MAX_BYTES, LocDict
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any
 
 DEPENDENCY_LEDGER_ID = "dependency_ledger"
 DEPS_TOML = "deps.toml"

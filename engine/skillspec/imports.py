@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Final
 
 from engine.errors import Diagnostic, Location
 from engine.record import Record
 from engine.skillspec.files import UnreadableFile, read_regular_file
 from engine.yamlsrc import LocDict
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any, Final
 
 #: Characters a shell would interpret; an import path containing one is refused.
 _SHELL = re.compile(r"[$`|;&<>*?\n\r\x00]")

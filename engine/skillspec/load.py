@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
 
 from engine.errors import Diagnostic, HarnessError, InputError, InvalidSource, Location
 from engine.record import Record
 from engine.yamlsrc import MAX_BYTES, LocDict, decode_source, parse_yaml
 
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from engine.skillspec.decide import CompiledSpec
 
 

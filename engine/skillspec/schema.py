@@ -11,9 +11,11 @@ entries) are :class:`AnyValue`; everything else is closed.
 
 from __future__ import annotations
 
-from typing import Final
-
 from engine.record import Record
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Final
 
 # --------------------------------------------------------------------------- types
 #

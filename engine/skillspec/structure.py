@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from engine.errors import Diagnostic, Location
 from engine.skillspec.schema import (
@@ -38,6 +37,10 @@ from engine.skillspec.schema import (
     Untagged,
 )
 from engine.yamlsrc import INT64_MIN, UINT64_MAX, LocDict, LocList
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any
 
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL)$")
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
@@ -211,7 +214,10 @@ class StructureChecker:
                 self.error(f"invalid type: {describe(value)}, expected a sequence", loc, path)
                 return value
             where = value.where if isinstance(value, LocList) else (lambda _i: loc)
+            strings = _takes_any_string(typ.item)
             for i, item in enumerate(value):
+                if strings and item.__class__ is str:
+                    continue  # as in check_obj
                 value[i] = self.check(item, typ.item, f"{path}[{i}]", where(i), strict)
             return value
         if not isinstance(value, dict):
@@ -295,9 +301,12 @@ class StructureChecker:
                     code="unknown_field",
                 )
                 continue
+            field = fields[key]
+            if value[key].__class__ is str and _takes_any_string(field):
+                continue  # what check() would return, unchanged, without building its arguments
             value[key] = self.check(
                 value[key],
-                fields[key],
+                field,
                 f"{path}.{key}" if path else key,
                 located.where_value(key) if located is not None else loc,
                 strict,
@@ -322,6 +331,15 @@ class StructureChecker:
             )
             return value
         return self.check_obj(value, typ.variants[present[0]], path, loc, True, loc)
+
+
+def _takes_any_string(typ: Type) -> bool:
+    """Whether ``check`` returns every ``str`` unchanged for ``typ`` (``Str`` or ``Opt(Str)``).
+
+    Most values are strings where strings belong; the walks skip the call
+    (and the path and positions they would build for it) for those.
+    """
+    return typ.__class__ is Str or (typ.__class__ is Opt and typ.inner.__class__ is Str)
 
 
 def check_structure(data: Any, text: str, file: str, depth: int | None = None) -> list[Diagnostic]:

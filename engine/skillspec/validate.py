@@ -13,19 +13,25 @@ never crashes.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from typing import Any
-
 from engine.errors import Diagnostic, Location
 from engine.skillspec.imports import depth_first
 from engine.yamlsrc import LocDict, LocList
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
 
 SCHEMA = "skillspec/v0"
 
 
 def q(value: str) -> str:
-    """A value quoted the way the reference's messages quote it."""
+    """A value quoted the way the reference's messages quote it.
+
+    ``json`` is imported here, on the first message: a spec that validates never loads it.
+    """
+    import json
+
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -5,8 +5,9 @@ validate`` from shells and pre-commit hooks, so their import sets are pinned
 here: a later change that pulls argparse, the command registry, another
 command's module, aiohttp, OpenTelemetry, protobuf or the CEL runtime into
 them, PyYAML or tomllib (for a plain harness.toml) into the hook, sqlite3
-into validate, or dataclasses (with inspect) into either, fails a test instead of silently
-costing every call. The engine modules each path may load are listed
+into validate, or dataclasses (with inspect) into either, ``typing`` into validate or the
+rest of PyYAML (its constructors' datetime and base64) into validate or test, fails a test
+instead of silently costing every call. The engine modules each path may load are listed
 exactly; adding one to a path means adding it here, on purpose.
 
 Their plain-argument fast paths are also checked against argparse: whatever
@@ -104,6 +105,7 @@ VALIDATE_ENGINE = {
     "engine.cli.common",
     "engine.cli.skillspec",
     "engine.errors",
+    "engine.libyaml",
     "engine.record",
     "engine.skillspec",
     "engine.skillspec.files",
@@ -114,6 +116,9 @@ VALIDATE_ENGINE = {
     "engine.skillspec.validate",
     "engine.yamlsrc",
 }
+
+#: What only the rest of PyYAML (constructors, representers) imports: the checker loads its parser.
+NOT_PYYAML_PARSER = {"datetime", "base64"}
 
 
 #: ``skillspec test`` adds decide, its matcher and the scenario runner to the checker.
@@ -133,8 +138,9 @@ def loaded_after(code: str, env: dict[str, str] | None = None) -> tuple[int, set
     stderr's last line because stdout is the command's own output.
     """
     script = (
-        "import sys, json\n" + code + "\nnames = {m.split('.')[0] for m in sys.modules} | "
+        "import sys\n" + code + "\nnames = {m.split('.')[0] for m in sys.modules} | "
         "{m for m in sys.modules if m.startswith('engine')}\n"
+        "import json\n"
         "print(json.dumps({'rc': rc, 'modules': sorted(names)}), file=sys.stderr)\n"
     )
     done = subprocess.run(
@@ -191,6 +197,9 @@ def test_skillspec_validate_loads_only_the_checker(tmp_path: Path) -> None:
     )
     assert rc == 0
     assert not loaded & (HEAVY | {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect"})
+    # PyYAML's parser half only (engine.libyaml), no ``typing`` at run time (engine.record)
+    # and no json (its messages quote with it, once there is one)
+    assert not loaded & (NOT_PYYAML_PARSER | {"typing", "json"})
     assert {m for m in loaded if m.startswith("engine")} <= VALIDATE_ENGINE
 
 
@@ -201,7 +210,7 @@ def test_skillspec_test_loads_only_the_checker_and_decide(tmp_path: Path) -> Non
     )
     assert rc == 0
     banned = {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect", "argparse"}
-    assert not loaded & (HEAVY | banned)
+    assert not loaded & (HEAVY | banned | NOT_PYYAML_PARSER)
     assert {m for m in loaded if m.startswith("engine")} <= TEST_ENGINE
 
 
