@@ -112,8 +112,9 @@ def focus_now(widget: Widget) -> None:
     widget.screen.set_focus(widget)
 
 
-#: Per app: the widget :func:`focus_soon` promised focus to.
-_PROMISED: dict[int, Widget] = {}
+#: The app attribute holding the widget :func:`focus_soon` promised focus to (it dies
+#: with the app; a module-level table would keep a closed app's widgets alive).
+_PROMISE = "_harness_focus_promise"
 
 
 def focus_soon(widget: Widget) -> None:
@@ -126,10 +127,10 @@ def focus_soon(widget: Widget) -> None:
     (:func:`settle_focus`), so it still reaches the widget the switch chose.
     """
     app = widget.app
-    _PROMISED[id(app)] = widget
+    setattr(app, _PROMISE, widget)
 
     def keep() -> None:
-        if _PROMISED.get(id(app)) is widget:
+        if getattr(app, _PROMISE, None) is widget:
             settle_focus(app)
 
     app.call_after_refresh(keep)
@@ -137,7 +138,7 @@ def focus_soon(widget: Widget) -> None:
 
 def settle_focus(app: App[Any]) -> None:
     """Give focus now to the widget :func:`focus_soon` promised it to, if any."""
-    widget = _PROMISED.pop(id(app), None)
+    widget: Widget | None = vars(app).pop(_PROMISE, None)
     if widget is not None and widget.is_attached:
         focus_now(widget)
 

@@ -247,8 +247,8 @@ class PhraseMatcher:
             else:
                 gated.append((spelling, payload))
                 runs_needed.append(runs)
-        self.shift = shift = max((p for _, p in gated), default=0).bit_length()
-        self.shift = shift = max(shift, max(words.values(), default=0).bit_length())
+        widest = max((p for _, p in gated), default=0) | max(words.values(), default=0)
+        self.shift = shift = widest.bit_length()
         #: the payload bits of a scan's OR (above them: the runs gated spellings need)
         self.mask = (1 << shift) - 1
         self.need = AllOf(runs_needed)
