@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any, Final
 
 from engine.journal.lines import MAX_LINE_CHARS
@@ -49,10 +50,40 @@ FUTURE_SKEW_MS = 5 * MINUTE_MS
 MAX_GAP_TICKS = 1440
 HISTORY_BATCH = 50_000
 
-_INSERT_SQL = (
-    f"INSERT INTO rule_journal (seq, {', '.join(INSERT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * (len(INSERT_COLUMNS) + 1))})"
-)
+_INSERT_HEAD = f"INSERT INTO rule_journal (seq, {', '.join(INSERT_COLUMNS)}) VALUES "
+_ONE_ROW = f"({', '.join('?' * (len(INSERT_COLUMNS) + 1))})"
+#: The most rows one INSERT statement carries (a power of two; 16 values each).
+_MAX_CHUNK: Final = 256
+_CHUNK_SQL: dict[int, str] = {}
+
+
+def _chunk_sql(k: int) -> str:
+    """The INSERT of ``k`` rows in one multi-row VALUES statement (texts cached)."""
+    sql = _CHUNK_SQL.get(k)
+    if sql is None:
+        sql = _CHUNK_SQL[k] = _INSERT_HEAD + ",".join([_ONE_ROW] * k)
+    return sql
+
+
+def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[object, ...]]) -> None:
+    """Insert full rows (``seq`` first), in the caller's transaction, a few statements per batch.
+
+    Why not ``executemany``: it steps once per row, and each step releases and
+    retakes the GIL. In serve, where request threads map records while the
+    committer writes, every retake waits for a busy thread to yield, and the
+    committer crawled (10-16k rows/s against 25-31k this way, measured with a
+    spinning thread beside it); alone it also costs ~40 % more CPU per row. A
+    batch goes as power-of-two chunks of at most :data:`_MAX_CHUNK` rows (100
+    rows: 64 + 32 + 4), so a handful of statement texts stay prepared in the
+    connection's cache.
+    """
+    n, i = len(rows), 0
+    while i < n:
+        k = min(_MAX_CHUNK, 1 << ((n - i).bit_length() - 1))
+        conn.execute(_chunk_sql(k), [*chain.from_iterable(rows[i : i + k])])
+        i += k
+
+
 _SET_SQL = (
     "INSERT INTO journal_counters (name, value) VALUES (?, ?) "
     "ON CONFLICT(name) DO UPDATE SET value = excluded.value"
@@ -343,15 +374,11 @@ class Committer:
                 ticks = []  # an empty store: the first admission starts journal time
             seq = last_seq
             if ticks:
-                conn.executemany(
-                    _INSERT_SQL, ((seq + 1 + i, *tick_row(t)) for i, t in enumerate(ticks))
-                )
+                insert_rows(conn, [(seq + 1 + i, *tick_row(t)) for i, t in enumerate(ticks)])
                 seq += len(ticks)
             first = seq + 1
             if good:
-                conn.executemany(
-                    _INSERT_SQL, ((first + i, now, *r[1:]) for i, r in enumerate(good))
-                )
+                insert_rows(conn, [(first + i, now, *r[1:]) for i, r in enumerate(good)])
                 seq += len(good)
             new_tick = ticks[-1] if ticks else last_tick_at
             if new_tick is None and self.ticks and seq:
@@ -423,7 +450,7 @@ class Committer:
         while True:
             more = run.fill(batch)
             if run.pending:
-                self.conn.executemany(_INSERT_SQL, run.pending)
+                insert_rows(self.conn, run.pending)
                 run.m.last_seq = run.pending[-1][0]
                 run.pending.clear()
             if not more or not atomic:
