@@ -9,7 +9,7 @@ the command hook can run them without any metrics at all.
 
 from __future__ import annotations
 
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from google.protobuf.message import Message
 
 from engine.serve.handler import HookHandler, HookReply
 from engine.serve.metrics import ServeMetrics
@@ -55,7 +55,7 @@ class MeteredReceiver:
         self.receiver = receiver
         self.metrics = metrics
 
-    def receive(self, request: ExportLogsServiceRequest) -> OtlpReply:
+    def receive(self, request: Message) -> OtlpReply:
         reply = self.receiver.receive(request)
         m = self.metrics
         with m.lock:

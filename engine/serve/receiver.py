@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from google.protobuf.message import Message
 
 from engine.journal.errors import StoreUnavailable
 from engine.journal.rows import InsertRow, RowError
 from engine.record import Record
 from engine.serve.calls import OTLP, CallBook, ToolReport
 from engine.serve.canon import cause_digest, digest, digest_json_text, ident, journal_path
-from engine.serve.otlp import value_of
+from engine.serve.otlp import as_logs, value_of
 from engine.serve.ports import Journal
 from engine.serve.tools import EDIT_TOOLS, PATCH_TOOLS, canonical, digest_basis, named_paths
 
@@ -166,14 +166,16 @@ class OtlpReceiver:
         self.journal = journal
         self.clock = clock
 
-    def receive(self, request: ExportLogsServiceRequest) -> OtlpReply:
+    def receive(self, request: Message) -> OtlpReply:
+        """Map and commit ``request`` (a :data:`~engine.serve.otlp.Logs` or the official one)."""
+        logs = as_logs(request)
         tally = _Tally()
         book = self.book
         touched: list[tuple[str, str | None]] = []
         try:
             with book.lock:
                 try:  # a store read of the book's (after a restart) or the queue may refuse
-                    rows = self._map(request, tally, touched)
+                    rows = self._map(logs, tally, touched)
                     token = self.journal.submit(rows) if rows else None
                 except StoreUnavailable:
                     _forget(book, touched)
@@ -193,7 +195,7 @@ class OtlpReceiver:
 
     def _map(
         self,
-        request: ExportLogsServiceRequest,
+        request: Any,
         tally: _Tally,
         touched: list[tuple[str, str | None]],
     ) -> list[InsertRow]:
@@ -201,7 +203,7 @@ class OtlpReceiver:
         now = self.clock()
         rows: list[InsertRow] = []
         for rl in request.resource_logs:
-            res = {kv.key: value_of(kv.value) for kv in rl.resource.attributes}
+            res = {key: value_of(value) for key, value in rl.resource.attributes.items()}
             service = res.get("service.name")
             harness = ident(res.get("harness.id"))
             project_raw = res.get("harness.project")
@@ -250,19 +252,18 @@ def _forget(book: CallBook, touched: list[tuple[str, str | None]]) -> None:
         book.forget(harness, run)
 
 
-def wanted_attrs(items: Iterable[Any]) -> dict[str, object]:
-    """A record's :data:`WANTED` attributes, in one pass over its KeyValue list.
+def wanted_attrs(attrs: Mapping[str, Any]) -> dict[str, object]:
+    """A record's :data:`WANTED` attributes, from its attribute map (key to AnyValue).
 
     Only these keys are converted (prompts, outputs and costs never are).
     Almost every value an exporter sends is a string, so a non-empty
     ``string_value`` is taken as it is and only the other kinds pay for
-    :func:`value_of`. A repeated key keeps its last value.
+    :func:`value_of`.
     """
     out: dict[str, object] = {}
-    for kv in items:
-        key = kv.key
+    for key in attrs:
         if key in WANTED:
-            value = kv.value
+            value = attrs[key]
             text = value.string_value
             out[key] = text if text else value_of(value)
     return out
