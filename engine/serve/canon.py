@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from engine.journal.rows import IDENT_RE, MAX_PATH
 
@@ -158,12 +158,22 @@ def _canonical_iterative(value: object) -> str:
             return "".join(out)
 
 
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from hashlib import _Hash
+
+_sha256: Callable[[bytes], _Hash] | None = None
+
+
 def digest(value: object) -> str:
     """``sha256:<hex>`` of the canonical JSON of ``value``."""
-    import hashlib  # here: OpenSSL's start-up is wasted on a hook call that digests nothing
+    global _sha256
+    if _sha256 is None:  # imported on first use: a hook call that digests nothing skips OpenSSL
+        import hashlib
 
+        _sha256 = hashlib.sha256
     data = canonical_json(value).encode("utf-8", "surrogatepass")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return "sha256:" + _sha256(data).hexdigest()
 
 
 def digest_json_text(text: str) -> str:
