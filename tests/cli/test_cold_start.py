@@ -5,9 +5,9 @@ validate`` from shells and pre-commit hooks, so their import sets are pinned
 here: a later change that pulls argparse, the command registry, another
 command's module, aiohttp, OpenTelemetry, protobuf or the CEL runtime into
 them, PyYAML or tomllib (for a plain harness.toml) into the hook, sqlite3
-into validate, or dataclasses (with inspect) into either, ``typing`` into validate or the
-rest of PyYAML (its constructors' datetime and base64) into validate or test, fails a test
-instead of silently costing every call. The engine modules each path may load are listed
+into validate, or dataclasses (with inspect) into either, ``typing`` or the rest of PyYAML
+(its constructors' datetime and base64) into validate or test, fails a test instead of
+silently costing every call. The engine modules each path may load are listed
 exactly; adding one to a path means adding it here, on purpose.
 
 Their plain-argument fast paths are also checked against argparse: whatever
@@ -211,6 +211,8 @@ def test_skillspec_test_loads_only_the_checker_and_decide(tmp_path: Path) -> Non
     assert rc == 0
     banned = {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect", "argparse"}
     assert not loaded & (HEAVY | banned | NOT_PYYAML_PARSER)
+    # decide, its matcher and the scenario runner keep ``typing`` and json off the path too
+    assert not loaded & {"typing", "json"}
     assert {m for m in loaded if m.startswith("engine")} <= TEST_ENGINE
 
 
