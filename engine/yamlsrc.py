@@ -22,7 +22,6 @@ nothing to free and cost a fifth of the parse.
 from __future__ import annotations
 
 import gc
-import math
 import re
 from pathlib import Path
 
@@ -73,11 +72,7 @@ class _Yaml12Loader(Parser):
 
     def resolve(self, kind: type[Node], value: str, implicit: tuple[bool, bool]) -> str:
         if kind is ScalarNode:
-            if implicit[0]:
-                for tag, regexp in _IMPLICIT.get(value[:1], ()):
-                    if regexp.match(value):
-                        return tag
-            return _STR_TAG
+            return implicit_tag(value) if implicit[0] else _STR_TAG
         return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
 
     def descend_resolver(self, current_node: Any, current_index: Any) -> None:
@@ -87,33 +82,69 @@ class _Yaml12Loader(Parser):
         return None
 
 
+_STR_TAG = "tag:yaml.org,2002:str"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_NULL_TAG = "tag:yaml.org,2002:null"
+
 #: A plain scalar of a leading zero then more digits (``012``, ``-007``) is a
 #: string in YAML 1.2 as serde_yaml resolves it: neither an octal nor a decimal
 #: number, so neither the int nor the float resolver may take it.
 _LEADING_ZERO = r"(?![-+]?0[0-9]+$)"
-_INT_RE = re.compile(
-    rf"^{_LEADING_ZERO}(?:[-+]?[0-9]+|[-+]?0o[0-7]+|[-+]?0x[0-9a-fA-F]+|[-+]?0b[01]+)$"
-)
-_FLOAT_RE = re.compile(
-    rf"^{_LEADING_ZERO}(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-)
-_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-_NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
-#: First character -> (tag, pattern) candidates, in resolver order (read by ``resolve``), as
-#: PyYAML's ``add_implicit_resolver`` would list them ("" for the empty scalar).
-_IMPLICIT: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
-for _tag, _regexp, _first in (
-    ("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789")),
-    ("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789")),
-    ("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF")),
-    ("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""]),
-):
-    for _ch in _first:
-        _IMPLICIT.setdefault(_ch, []).append((_tag, _regexp))
-_STR_TAG = "tag:yaml.org,2002:str"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-_MAP_TAG = "tag:yaml.org,2002:map"
+#: The core schema's pattern per tag. Compiled on first use (:func:`_pattern`): resolving
+#: a plain scalar needs the int and float ones only for numbers other than plain decimal
+#: digits (see :func:`implicit_tag`), and an explicit tag needs its own; compiling all four
+#: at import cost ~3M instructions of every ``skillspec validate``.
+_PATTERNS = {
+    _INT_TAG: rf"^{_LEADING_ZERO}(?:[-+]?[0-9]+|[-+]?0o[0-7]+|[-+]?0x[0-9a-fA-F]+|[-+]?0b[01]+)$",
+    _FLOAT_TAG: rf"^{_LEADING_ZERO}(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+    _BOOL_TAG: r"^(?:true|True|TRUE|false|False|FALSE)$",
+    _NULL_TAG: r"^(?:~|null|Null|NULL|)$",
+}
+#: What the bool and null patterns match among plain scalars, which never end in a line break.
+_BOOLS = frozenset(("true", "True", "TRUE", "false", "False", "FALSE"))
+_NULLS = frozenset(("~", "null", "Null", "NULL", ""))
+#: The first characters of an int or float literal, every character either pattern can
+#: match, and the float literals starting with ".".
+_NUMBER_START = frozenset("-+.0123456789")
+_NUMBER_CHARS = frozenset("-+.0123456789abcdefABCDEFoxinIN")
+_DOT_FLOATS = frozenset((".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN"))
+
+
+def _pattern(tag: str) -> re.Pattern[str]:
+    """The core schema's pattern for ``tag``, through ``re``'s cache of compiled patterns."""
+    return re.compile(_PATTERNS[tag])
+
+
+def implicit_tag(value: str) -> str:
+    """The tag of the plain scalar ``value`` under YAML 1.2's core schema, as PyYAML resolves it.
+
+    Its resolvers try int, float, bool then null, each where the first
+    character allows, by the patterns of :data:`_PATTERNS`; this answers the
+    same without a pattern for the common cases (words, plain decimal
+    digits, ``true``/``null``, paths like ``.mcp.json``). A plain scalar never ends in a line break,
+    so set membership is what ``^...$`` matches (tests/test_yaml_resolver.py).
+    """
+    first = value[:1]
+    if first in _NUMBER_START:
+        if value.isdigit() and value.isascii():
+            return _STR_TAG if first == "0" and len(value) > 1 else _INT_TAG
+        if first == "." and not "0" <= value[1:2] <= "9":
+            return _FLOAT_TAG if value in _DOT_FLOATS else _STR_TAG
+        if not _NUMBER_CHARS.issuperset(value):  # `254 skills`, `85%`
+            return _STR_TAG
+        for tag in (_INT_TAG, _FLOAT_TAG):
+            if _pattern(tag).match(value):
+                return tag
+        return _STR_TAG
+    if value in _BOOLS:
+        return _BOOL_TAG
+    return _NULL_TAG if value in _NULLS else _STR_TAG
+
 
 #: The integer range serde_yaml tries (u64, i64, then u128 and i128). Beyond it
 #: a decimal literal is read as a float when finite, and otherwise (and for a
@@ -122,6 +153,7 @@ INT128_MIN, UINT128_MAX = -(2**127), 2**128 - 1
 #: Free-form maps (``allow``, ``metadata``) hold serde values, whose integers are 64-bit.
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
 _MAX_INT_DIGITS = 40  # one more than UINT128_MAX has: int() of this is always safe
+_INF = float("inf")
 
 
 class LocDict(_DictBase):
@@ -305,11 +337,11 @@ class _Builder:
         value = node.value
         if tag == "tag:yaml.org,2002:str":
             return value
-        if tag in _TAG_PATTERNS:
-            pattern, what = _TAG_PATTERNS[tag]
-            if not pattern.match(value):  # only an explicit tag (`!!int abc`) gets here
-                shown = value if len(value) <= 40 else value[:37] + "..."
-                raise self.fail(f"`{shown}` is not {what}", node.start_mark, path)
+        what = _TAG_WORDS.get(tag)
+        if what is not None and implicit_tag(value) != tag and not _pattern(tag).match(value):
+            # only an explicit tag (`!!int abc`) gets here; what resolves to ``tag`` matches it
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            raise self.fail(f"`{shown}` is not {what}", node.start_mark, path)
         if tag == "tag:yaml.org,2002:bool":
             return value.lower() == "true"
         if tag == "tag:yaml.org,2002:null":
@@ -323,7 +355,7 @@ class _Builder:
             if low == ".nan":
                 return float("nan")
             number = float(value)
-            return number if math.isfinite(number) else value  # `1e999`: a string, as serde
+            return number if -_INF < number < _INF else value  # `1e999`: a string, as serde
         if tag in ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:timestamp"):
             return value
         raise self.fail(f"unsupported YAML tag {tag}", node.start_mark, path)
@@ -333,11 +365,12 @@ DUPLICATE_KEY_HINT = (
     "a deliberate divergence from the reference checker, which silently keeps the last "
     "value: remove one of the two"
 )
-_TAG_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
-    "tag:yaml.org,2002:int": (_INT_RE, "an integer"),
-    "tag:yaml.org,2002:float": (_FLOAT_RE, "a float"),
-    "tag:yaml.org,2002:bool": (_BOOL_RE, "a boolean (true or false)"),
-    "tag:yaml.org,2002:null": (_NULL_RE, "null"),
+#: What a value of each core-schema tag must be, for the error when it is not.
+_TAG_WORDS = {
+    _INT_TAG: "an integer",
+    _FLOAT_TAG: "a float",
+    _BOOL_TAG: "a boolean (true or false)",
+    _NULL_TAG: "null",
 }
 _RADIX = {"0x": 16, "0o": 8, "0b": 2}
 _ScalarNode, _SequenceNode, _MappingNode = ScalarNode, SequenceNode, MappingNode
@@ -363,7 +396,7 @@ def _int_scalar(value: str) -> int | float | str:
         return number
     if radix == 10:
         as_float = float(value)
-        if math.isfinite(as_float):
+        if -_INF < as_float < _INF:  # finite (NaN compares false)
             return as_float
     return value
 

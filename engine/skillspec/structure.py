@@ -18,9 +18,6 @@ list fields being lists.
 
 from __future__ import annotations
 
-import math
-import re
-
 from engine.errors import Diagnostic, Location
 from engine.skillspec.schema import (
     SPEC,
@@ -42,8 +39,10 @@ TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     from typing import Any
 
-_NULL_RE = re.compile(r"^(?:~|null|Null|NULL)$")
-_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+#: The source spellings of null and of the booleans in YAML 1.2's core schema (a plain
+#: scalar's stripped source text, which holds no line break, is one of them or not).
+_NULLS = frozenset(("~", "null", "Null", "NULL"))
+_BOOLS = frozenset(("true", "True", "TRUE", "false", "False", "FALSE"))
 
 
 def _same_number(raw: str, value: float) -> bool:
@@ -133,12 +132,13 @@ class StructureChecker:
     def as_text(self, value: Any, loc: Location) -> str:
         raw = self.raw(loc)
         if value is None:
-            return raw if _NULL_RE.match(raw) else ""
+            return raw if raw in _NULLS else ""
         if isinstance(value, bool):
-            return raw if _BOOL_RE.match(raw) else str(value).lower()
+            return raw if raw in _BOOLS else str(value).lower()
         if isinstance(value, int | float):
             same = _same_number(raw, value)
-            if same or (isinstance(value, float) and math.isnan(value) and "nan" in raw.lower()):
+            nan = isinstance(value, float) and value != value  # (only NaN differs from itself)
+            if same or (nan and "nan" in raw.lower()):
                 return raw
             return str(value)
         return str(value)
@@ -146,7 +146,7 @@ class StructureChecker:
     @staticmethod
     def empty_plain(value: Any, raw: str) -> bool:
         """An empty value (not an explicit ``~``/``null``), which serde reads as empty."""
-        return value is None and not _NULL_RE.match(raw)
+        return value is None and raw not in _NULLS
 
     # -- the walk
     def check(
