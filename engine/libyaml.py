@@ -137,7 +137,15 @@ if "yaml" not in sys.modules:
     _install()
 
 from yaml.error import MarkedYAMLError, YAMLError  # noqa: E402
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode  # noqa: E402
+from yaml.events import (  # noqa: E402
+    AliasEvent,
+    DocumentEndEvent,
+    MappingEndEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
     from yaml._yaml import CParser as Parser
@@ -147,11 +155,14 @@ except ImportError:  # pragma: no cover
     Parser = yaml.SafeLoader  # type: ignore[misc,assignment]
 
 __all__ = [
-    "MappingNode",
+    "AliasEvent",
+    "DocumentEndEvent",
+    "MappingEndEvent",
     "MarkedYAMLError",
-    "Node",
     "Parser",
-    "ScalarNode",
-    "SequenceNode",
+    "ScalarEvent",
+    "SequenceEndEvent",
+    "SequenceStartEvent",
+    "StreamEndEvent",
     "YAMLError",
 ]

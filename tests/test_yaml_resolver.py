@@ -1,6 +1,6 @@
 """The plain-scalar resolver answers as the core schema's patterns do, mostly without them.
 
-:func:`engine.yamlsrc.implicit_tag` resolves the commonest scalars (words,
+:func:`engine.yamlscalars.implicit_tag` resolves the commonest scalars (words,
 decimal digits, booleans, nulls, ``.``-paths) by set lookups and string
 methods, and compiles the int and float patterns only for what else looks
 like a number. These tests hold it to the table it replaced: PyYAML's
@@ -15,7 +15,8 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.yamlsrc import _PATTERNS, implicit_tag, parse_yaml
+from engine.yamlscalars import PATTERNS, implicit_tag
+from engine.yamlsrc import parse_yaml
 
 STR, INT, FLOAT, BOOL, NULL = (
     f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null")
@@ -33,7 +34,7 @@ def by_the_table(value: str) -> str:
     """The tag the pattern table gives ``value`` ("" is a candidate for null only)."""
     first = value[:1]
     for tag, firsts in RESOLVERS:
-        if (first in firsts if first else tag == NULL) and re.match(_PATTERNS[tag], value):
+        if (first in firsts if first else tag == NULL) and re.match(PATTERNS[tag], value):
             return tag
     return STR
 
@@ -67,7 +68,7 @@ def test_plain_scalars_resolve_as_the_pattern_table_does(value: str) -> None:
 def test_what_resolves_to_a_tag_matches_that_tags_pattern(value: str, tag: str) -> None:
     # the explicit-tag check (`!!bool true`) trusts the resolver before compiling a pattern
     if implicit_tag(value) == tag:
-        assert re.match(_PATTERNS[tag], value)
+        assert re.match(PATTERNS[tag], value)
 
 
 def test_explicit_tags_still_check_with_the_patterns() -> None:

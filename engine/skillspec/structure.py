@@ -33,7 +33,8 @@ from engine.skillspec.schema import (
     Type,
     Untagged,
 )
-from engine.yamlsrc import INT64_MIN, UINT64_MAX, LocDict, LocList
+from engine.yamlscalars import INT64_MIN, UINT64_MAX
+from engine.yamlsrc import LocDict, LocList
 
 TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:

@@ -114,6 +114,7 @@ VALIDATE_ENGINE = {
     "engine.skillspec.schema",
     "engine.skillspec.structure",
     "engine.skillspec.validate",
+    "engine.yamlscalars",
     "engine.yamlsrc",
 }
 
