@@ -13,7 +13,7 @@ subclasses (so decide and JSON code treat them as plain data) that remember
 where each key and item sits.
 
 Speed matters because every ``skillspec validate`` (a pre-commit hook) pays
-for it: no node graph is composed (a third of the parse), positions stay the
+for it: no node graph is composed (a fifth of the parse), positions stay the
 parser's marks until a checker asks for one, a field path is rendered only
 for an error, and the garbage collector is paused while the (acyclic) values
 are built, since its passes over the growing heap found nothing to free and
@@ -176,14 +176,14 @@ class _Builder:
         self.count = 0
         #: The deepest mapping or sequence built (the root one at 1).
         self.depth = 0
-        #: The parser's events, one per call.
+        #: The parser's events, one per call, and the same recorded (:meth:`recorded`):
+        #: the two sources of events that are new (a replay's events are not).
         self.parse: Callable[[], Event] = parser.get_event
+        self.record: Callable[[], Event] = self.recorded
         #: Each anchor's node's events, replayed where an alias names it.
         self.anchors: dict[str, list[Event]] = {}
         #: The recordings of the anchored nodes being parsed (the innermost last).
         self.recording: list[list[Event]] = []
-        #: How many alias replays are under way (anchors met in one are not new).
-        self.replaying = 0
 
     def fail(self, message: str, mark: Mark, path: str = "", hint: str = "") -> InvalidSource:
         diag = Diagnostic(message, _loc(self.file, mark), path=path, code="yaml", hint=hint)
@@ -225,7 +225,11 @@ class _Builder:
                 break
             if kind is AliasEvent:
                 self.anchored(event)
-            elif kind is not SequenceEndEvent and kind is not MappingEndEvent and event.anchor:
+            elif (
+                kind is not SequenceEndEvent
+                and kind is not MappingEndEvent
+                and event.anchor is not None
+            ):
                 self.anchor(event)
         self.single(first)
 
@@ -258,7 +262,7 @@ class _Builder:
         return event
 
     def start(self, event: Event) -> Mark:
-        """Where the node ``event`` starts is: an alias's is its anchor's node's, as composed."""
+        """Where the node ``event`` starts begins: for an alias, where its anchor's node does."""
         if type(event) is AliasEvent and event.anchor in self.anchors:
             event = self.anchors[event.anchor][0]
         mark: Mark = event.start_mark
@@ -267,18 +271,17 @@ class _Builder:
     def node(self, event: Event, parse: Callable[[], Event], path: _Path, depth: int) -> Any:
         """The value of the node that starts with ``event``; ``parse`` gives its other events."""
         kind = type(event)
-        if kind is AliasEvent:
-            replay = iter(self.anchored(event))
-            self.replaying += 1
-            value = self.node(next(replay), replay.__next__, path, depth)
-            self.replaying -= 1
-            return value
         recording = None
-        if event.anchor is not None and not self.replaying:
-            recording = self.anchor(event)
+        if kind is AliasEvent:  # its anchor's node, replayed here from its recording
+            replay = iter(self.anchored(event))
+            event = next(replay)
+            kind = type(event)
+            parse = replay.__next__
+        elif event.anchor is not None and (parse is self.parse or parse is self.record):
+            recording = self.anchor(event)  # (an anchor met in a replay is not a new one)
             if kind is not ScalarEvent:
                 self.recording.append(recording)
-                parse = self.recorded
+                parse = self.record
         self.count += 1
         if self.count > MAX_NODES:
             raise self.fail(
@@ -293,6 +296,7 @@ class _Builder:
         if depth >= self.depth:
             self.depth = depth + 1
         here = _loc(self.file, event.start_mark)
+        value: LocList | LocDict
         if kind is SequenceStartEvent:
             value = self.sequence(LocList(here), parse, path, depth)
         else:
@@ -343,7 +347,7 @@ class _Builder:
             elif kind is MappingEndEvent:
                 return mapping
             else:
-                event = self.key(event, path)
+                event = self.key(event, parse, path)
                 key = event.value
                 key_mark = event.start_mark
             if key in mapping:
@@ -371,11 +375,11 @@ class _Builder:
                 mapping[key] = self.node(event, parse, (path, key), depth + 1)
             key_pos[key] = key_mark
 
-    def key(self, event: Event, path: _Path) -> Event:
+    def key(self, event: Event, parse: Callable[[], Event], path: _Path) -> Event:
         """The scalar a mapping key is (an alias's is its anchor's node), its tag checked."""
         if type(event) is AliasEvent:
             event = self.anchored(event)[0]
-        elif event.anchor is not None and not self.replaying:
+        elif event.anchor is not None and (parse is self.parse or parse is self.record):
             self.anchor(event)
         if type(event) is not ScalarEvent:
             raise self.fail("mapping keys must be plain scalars", event.start_mark, _render(path))

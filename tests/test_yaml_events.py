@@ -349,3 +349,18 @@ def test_the_alias_bomb_and_deep_nesting_read_the_same() -> None:
         expected = outcome(lambda t: composed(t, "d.yml"), text)
         assert expected[0] == "error"
         assert outcome(events_read, text) == expected
+
+
+def _parse_beneath(frames: int, text: str) -> tuple[str, Any]:
+    """``text`` read ``frames`` calls deep: what a caller's own stack leaves the parser."""
+    if frames:
+        return _parse_beneath(frames - 1, text)
+    return outcome(events_read, text)
+
+
+def test_nesting_at_the_limit_parses_with_room_to_spare_on_the_stack() -> None:
+    # two frames a level (a node, its sequence or mapping), an alias's replay none more
+    chain = ["a0: &a0 [x]"] + [f"a{i}: &a{i} [*a{i - 1}]" for i in range(1, 199)]
+    for text in ("[" * 200 + "]" * 200, "\n".join(chain) + "\n"):
+        read = _parse_beneath(400, text)
+        assert read[0] == "ok" and read == outcome(lambda t: composed(t, "d.yml"), text)
