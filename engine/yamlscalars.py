@@ -55,7 +55,7 @@ _NUMBER_START = frozenset("-+.0123456789")
 _NUMBER_CHARS = frozenset("-+.0123456789abcdefABCDEFoxinIN")
 _DOT_FLOATS = frozenset((".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN"))
 #: The first characters of a plain scalar that may resolve to something other than a string.
-_TYPED_START = _NUMBER_START | frozenset(("t", "T", "f", "F", "~", "n", "N", ""))
+TYPED_START = _NUMBER_START | frozenset(("t", "T", "f", "F", "~", "n", "N", ""))
 
 #: The integer range serde_yaml tries (u64, i64, then u128 and i128). Beyond it
 #: a decimal literal is read as a float when finite, and otherwise (and for a
@@ -100,7 +100,7 @@ def implicit_tag(value: str) -> str:
 
 def plain_value(value: str) -> Any:
     """The value of the plain untagged scalar ``value``: what it resolves to."""
-    if value[:1] not in _TYPED_START:
+    if value[:1] not in TYPED_START:
         return value  # most plain scalars: a word
     tag = implicit_tag(value)
     return value if tag == STR_TAG else typed_value(value, tag)

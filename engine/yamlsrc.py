@@ -40,7 +40,14 @@ from engine.libyaml import (
     YAMLError,
 )
 from engine.record import Record
-from engine.yamlscalars import STR_TAG, TAG_WORDS, matches, plain_value, typed_value
+from engine.yamlscalars import (
+    STR_TAG,
+    TAG_WORDS,
+    TYPED_START,
+    matches,
+    plain_value,
+    typed_value,
+)
 
 TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
@@ -324,7 +331,9 @@ class _Builder:
                 # limits hold, without the call (the rest, and every error, go to node()).
                 self.count += 1
                 value = event.value
-                seq.append(plain_value(value) if event.implicit[0] else value)
+                if event.implicit[0] and value[:1] in TYPED_START:  # else: a string, as it is
+                    value = plain_value(value)
+                seq.append(value)
                 item_pos.append(event.start_mark)
             elif kind is SequenceEndEvent:
                 return seq
@@ -368,7 +377,9 @@ class _Builder:
             ):
                 self.count += 1  # as in the sequence loop above
                 value = event.value
-                mapping[key] = plain_value(value) if event.implicit[0] else value
+                if event.implicit[0] and value[:1] in TYPED_START:  # as in sequence()
+                    value = plain_value(value)
+                mapping[key] = value
                 val_pos[key] = event.start_mark
             else:
                 val_pos[key] = self.start(event)

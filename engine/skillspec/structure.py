@@ -193,6 +193,11 @@ class StructureChecker:
         """
         if typ.__class__ is Str and value.__class__ is str:
             return value  # the commonest case by far: a string where a string belongs
+        # the next commonest: where the chain below leads these two, without its tests
+        if type(typ) is Obj and value.__class__ is LocDict:
+            return self.check_obj(value, typ, path, at, strict, key_at)
+        if type(typ) is Seq and value.__class__ is LocList:
+            return self.check_seq(value, typ, path, strict)
         if isinstance(typ, Opt):
             if value is None:
                 return None
@@ -225,14 +230,7 @@ class StructureChecker:
             if not isinstance(value, list):
                 self.error(f"invalid type: {describe(value)}, expected a sequence", _at(at), path)
                 return value
-            plain: _Site | None = None if isinstance(value, LocList) else (None, _at(at))
-            strings = _takes_any_string(typ.item)
-            for i, item in enumerate(value):
-                if strings and item.__class__ is str:
-                    continue  # as in check_obj
-                site = plain or (value, i)
-                value[i] = self.check(item, typ.item, f"{path}[{i}]", site, strict)
-            return value
+            return self.check_seq(value, typ, path, strict, _at(at))
         if not isinstance(value, dict):
             self.error(
                 f"invalid type: {describe(value)}, expected {expected_name(typ)}", _at(at), path
@@ -248,6 +246,19 @@ class StructureChecker:
             anchor = _key_at(key_at) if key_at is not None else _at(at)
             return self.check_untagged(value, typ, path, anchor)
         return self.check_obj(value, typ, path, at, strict, key_at)
+
+    def check_seq(
+        self, value: list[Any], typ: Seq, path: str, strict: bool, at: Location | None = None
+    ) -> list[Any]:
+        """Each item of a sequence; ``at`` stands for the items' places in a plain list."""
+        plain: _Site | None = None if isinstance(value, LocList) else (None, at)
+        strings = _takes_any_string(typ.item)
+        for i, item in enumerate(value):
+            if strings and item.__class__ is str:
+                continue  # as in check_obj
+            site = plain or (value, i)
+            value[i] = self.check(item, typ.item, f"{path}[{i}]", site, strict)
+        return value
 
     def check_int(self, value: Any, typ: Int, path: str, at: _Site) -> None:
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -330,11 +341,11 @@ class StructureChecker:
             value[key] = self.check(
                 value[key], field, f"{path}.{key}" if path else key, site, strict, site
             )
-        missing = [key for key in fields if key in typ.required and key not in value]
-        if missing:
+        if not typ.required <= value.keys():  # then each missing one, in the fields' order
             anchor = _key_at(key_at) if key_at is not None else _at(at)
-            for key in missing:
-                self.error(f"missing field `{key}`", anchor, path, code="missing_field")
+            for key in fields:
+                if key in typ.required and key not in value:
+                    self.error(f"missing field `{key}`", anchor, path, code="missing_field")
         return value
 
     def check_untagged(self, value: dict[str, Any], typ: Untagged, path: str, loc: Location) -> Any:
