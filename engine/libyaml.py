@@ -1,13 +1,13 @@
-"""PyYAML's C parser (libyaml) and node classes, imported without the rest of PyYAML.
+"""PyYAML's C parser (libyaml) and event classes, imported without the rest of PyYAML.
 
 Why: ``import yaml`` runs PyYAML's ``__init__``, which imports and binds its
 loaders, dumpers, constructors (with ``datetime`` and ``base64``) and
 resolvers (a dozen regexes): about 9 ms of every ``skillspec validate``,
-which needs only ``yaml._yaml.CParser``, the node classes and the parse
+which needs only ``yaml._yaml.CParser``, its parse events and the parse
 errors. So when PyYAML is not imported yet, ``yaml`` is put in
 ``sys.modules`` as its real package whose ``__init__`` has not run
-(:class:`_PartialYaml`): the modules the parser raises from or builds with
-(error, tokens, events, nodes, reader, scanner, parser, composer) are
+(:class:`_PartialYaml`): the modules the extension binds names from when it
+loads (error, tokens, events, nodes, reader, scanner, parser, composer) are
 imported into it for real, then the C extension. The extension also binds
 four exception classes that only PyYAML's other halves raise
 (constructor, emitter, serializer and representer errors); while it loads
@@ -137,7 +137,15 @@ if "yaml" not in sys.modules:
     _install()
 
 from yaml.error import MarkedYAMLError, YAMLError  # noqa: E402
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode  # noqa: E402
+from yaml.events import (  # noqa: E402
+    AliasEvent,
+    DocumentEndEvent,
+    MappingEndEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
 
 try:  # libyaml is in every PyYAML wheel we install; fall back for odd builds.
     from yaml._yaml import CParser as Parser
@@ -147,11 +155,14 @@ except ImportError:  # pragma: no cover
     Parser = yaml.SafeLoader  # type: ignore[misc,assignment]
 
 __all__ = [
-    "MappingNode",
+    "AliasEvent",
+    "DocumentEndEvent",
+    "MappingEndEvent",
     "MarkedYAMLError",
-    "Node",
     "Parser",
-    "ScalarNode",
-    "SequenceNode",
+    "ScalarEvent",
+    "SequenceEndEvent",
+    "SequenceStartEvent",
+    "StreamEndEvent",
     "YAMLError",
 ]

@@ -6,42 +6,65 @@ the last of two duplicate keys, resolves ``on``/``yes``/``no`` as booleans
 contract checker that must name file:line:col and agree with the reference,
 whose serde_yaml resolves scalars as YAML 1.2.
 
-We let libyaml (C) build the node graph, then construct plain Python values
-ourselves. Mappings become :class:`LocDict` and sequences :class:`LocList`:
-ordinary ``dict``/``list`` subclasses (so decide and JSON code treat them as
-plain data) that remember where each key and item sits.
+We let libyaml (C) parse, then build plain Python values ourselves from its
+events (scalars read as :mod:`engine.yamlscalars` says). Mappings become
+:class:`LocDict` and sequences :class:`LocList`: ordinary ``dict``/``list``
+subclasses (so decide and JSON code treat them as plain data) that remember
+where each key and item sits.
 
 Speed matters because every ``skillspec validate`` (a pre-commit hook) pays
-for it: the resolver answers libyaml from one table lookup, the builder
-renders a node's field path only when it reports an error at that node and
-creates each position once, and the garbage collector is paused while the
-(acyclic) values are built, since its passes over the growing heap found
-nothing to free and cost a fifth of the parse.
+for it: no node graph is composed (a fifth of the parse), positions stay the
+parser's marks until a checker asks for one, a field path is rendered only
+for an error, and the garbage collector is paused while the (acyclic) values
+are built, since its passes over the growing heap found nothing to free and
+cost a fifth of the parse.
 """
 
 from __future__ import annotations
 
 import gc
-import math
-import re
 from pathlib import Path
 
 from engine.capped import CappedReadError, read_capped
 from engine.errors import Diagnostic, InputError, InvalidSource, Location
 from engine.libyaml import (
-    MappingNode,
+    AliasEvent,
+    DocumentEndEvent,
+    MappingEndEvent,
     MarkedYAMLError,
-    Node,
     Parser,
-    ScalarNode,
-    SequenceNode,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
     YAMLError,
 )
 from engine.record import Record
+from engine.yamlscalars import (
+    STR_TAG,
+    TAG_WORDS,
+    TYPED_START,
+    matches,
+    plain_value,
+    typed_value,
+)
 
 TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
-    from typing import Any, Final
+    from collections.abc import Callable
+    from typing import Any, Final, Protocol
+
+    class Mark(Protocol):
+        """A parser position, 0-based (libyaml's marks and PyYAML's error marks)."""
+
+        @property
+        def line(self) -> int: ...
+        @property
+        def column(self) -> int: ...
+
+    #: A libyaml parse event (``yaml.events``), read untyped: the stubs make optional what
+    #: the C parser always sets (the marks) or sets by kind (anchor, tag, value, implicit).
+    Event = Any
 
     _DictBase = dict[str, Any]
     _ListBase = list[Any]
@@ -62,102 +85,46 @@ MAX_NODES = 250_000
 MAX_DEPTH = 200
 
 
-class _Yaml12Loader(Parser):
-    """libyaml parser with YAML 1.2 core-schema implicit resolution.
-
-    libyaml calls :meth:`resolve` once per node, so it is PyYAML's own
-    ``BaseResolver.resolve`` without the parts this loader never uses (no
-    wildcard resolvers, no path resolvers), and the path-resolver hooks do
-    nothing.
-    """
-
-    def resolve(self, kind: type[Node], value: str, implicit: tuple[bool, bool]) -> str:
-        if kind is ScalarNode:
-            if implicit[0]:
-                for tag, regexp in _IMPLICIT.get(value[:1], ()):
-                    if regexp.match(value):
-                        return tag
-            return _STR_TAG
-        return _SEQ_TAG if kind is SequenceNode else _MAP_TAG
-
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        return None
-
-    def ascend_resolver(self) -> None:
-        return None
-
-
-#: A plain scalar of a leading zero then more digits (``012``, ``-007``) is a
-#: string in YAML 1.2 as serde_yaml resolves it: neither an octal nor a decimal
-#: number, so neither the int nor the float resolver may take it.
-_LEADING_ZERO = r"(?![-+]?0[0-9]+$)"
-_INT_RE = re.compile(
-    rf"^{_LEADING_ZERO}(?:[-+]?[0-9]+|[-+]?0o[0-7]+|[-+]?0x[0-9a-fA-F]+|[-+]?0b[01]+)$"
-)
-_FLOAT_RE = re.compile(
-    rf"^{_LEADING_ZERO}(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-)
-_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-_NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
-#: First character -> (tag, pattern) candidates, in resolver order (read by ``resolve``), as
-#: PyYAML's ``add_implicit_resolver`` would list them ("" for the empty scalar).
-_IMPLICIT: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
-for _tag, _regexp, _first in (
-    ("tag:yaml.org,2002:int", _INT_RE, list("-+0123456789")),
-    ("tag:yaml.org,2002:float", _FLOAT_RE, list("-+.0123456789")),
-    ("tag:yaml.org,2002:bool", _BOOL_RE, list("tTfF")),
-    ("tag:yaml.org,2002:null", _NULL_RE, ["~", "n", "N", ""]),
-):
-    for _ch in _first:
-        _IMPLICIT.setdefault(_ch, []).append((_tag, _regexp))
-_STR_TAG = "tag:yaml.org,2002:str"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-_MAP_TAG = "tag:yaml.org,2002:map"
-
-#: The integer range serde_yaml tries (u64, i64, then u128 and i128). Beyond it
-#: a decimal literal is read as a float when finite, and otherwise (and for a
-#: hex, octal or binary literal) stays a string.
-INT128_MIN, UINT128_MAX = -(2**127), 2**128 - 1
-#: Free-form maps (``allow``, ``metadata``) hold serde values, whose integers are 64-bit.
-INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1
-_MAX_INT_DIGITS = 40  # one more than UINT128_MAX has: int() of this is always safe
-
-
 class LocDict(_DictBase):
-    """A mapping that remembers its own position and each key's and value's."""
+    """A mapping that remembers its own position and each key's and value's.
+
+    Each key's and value's is kept as the parser's mark (0-based, in the
+    mapping's file) and made a :class:`Location` when asked for: a document
+    has a position per node, and its checkers ask for few of them.
+    """
 
     __slots__ = ("key_pos", "pos", "val_pos")
 
     def __init__(self, pos: Location) -> None:
         super().__init__()
         self.pos = pos
-        self.key_pos: dict[str, Location] = {}
-        self.val_pos: dict[str, Location] = {}
+        self.key_pos: dict[str, Mark] = {}
+        self.val_pos: dict[str, Mark] = {}
 
     def where(self, key: str) -> Location:
         """Position of ``key`` if present, else of the mapping itself."""
-        return self.key_pos.get(key, self.pos)
+        mark = self.key_pos.get(key)
+        return self.pos if mark is None else _loc(self.pos.file, mark)
 
     def where_value(self, key: str) -> Location:
         """Position of ``key``'s value if present, else :meth:`where` (only then looked up)."""
-        pos = self.val_pos.get(key)
-        return pos if pos is not None else self.where(key)
+        mark = self.val_pos.get(key)
+        return self.where(key) if mark is None else _loc(self.pos.file, mark)
 
 
 class LocList(_ListBase):
-    """A sequence that remembers its own position and each item's."""
+    """A sequence that remembers its own position and each item's (as marks, as LocDict)."""
 
     __slots__ = ("item_pos", "pos")
 
     def __init__(self, pos: Location) -> None:
         super().__init__()
         self.pos = pos
-        self.item_pos: list[Location] = []
+        self.item_pos: list[Mark] = []
 
     def where(self, index: int) -> Location:
         if 0 <= index < len(self.item_pos):
-            return self.item_pos[index]
+            return _loc(self.pos.file, self.item_pos[index])
         return self.pos
 
 
@@ -179,7 +146,7 @@ class YamlDocument(Record):
         self.depth: Final = depth
 
 
-def _loc(file: str, mark: Any) -> Location:
+def _loc(file: str | None, mark: Mark) -> Location:
     return Location(file, mark.line + 1, mark.column + 1)
 
 
@@ -196,176 +163,264 @@ def _render(path: _Path) -> str:
 
 
 class _Builder:
-    """Turns a libyaml node graph into LocDict/LocList/scalars, strictly."""
+    """Builds a document's values straight from libyaml's parse events, strictly.
 
-    def __init__(self, file: str) -> None:
+    No node graph is composed: each event becomes its value as it arrives,
+    positions are the events' own marks, and a field path is rendered only
+    for an error. What composing did is done here, with its words: an alias
+    is its anchor's node again (the anchored node's events are recorded and
+    replayed, counted and depth-checked again where the alias stands), an
+    undefined alias, a second anchor of a name and a second document are
+    errors. And composing came first: every parse error and those three
+    outrank any error found while building, wherever they are in the file.
+    So a build error is held (:meth:`drain`) until the rest of the document
+    has parsed; errors are raised in document order, depth first, as the
+    nodes are met, so the first problem in the file is the one reported.
+    """
+
+    def __init__(self, file: str, parser: Parser) -> None:
         self.file = file
         self.count = 0
         #: The deepest mapping or sequence built (the root one at 1).
         self.depth = 0
+        #: The parser's events, one per call, and the same recorded (:meth:`recorded`):
+        #: the two sources of events that are new (a replay's events are not).
+        self.parse: Callable[[], Event] = parser.get_event
+        self.record: Callable[[], Event] = self.recorded
+        #: Each anchor's node's events, replayed where an alias names it.
+        self.anchors: dict[str, list[Event]] = {}
+        #: The recordings of the anchored nodes being parsed (the innermost last).
+        self.recording: list[list[Event]] = []
 
-    def fail(self, message: str, mark: Any, path: str = "", hint: str = "") -> InvalidSource:
+    def fail(self, message: str, mark: Mark, path: str = "", hint: str = "") -> InvalidSource:
         diag = Diagnostic(message, _loc(self.file, mark), path=path, code="yaml", hint=hint)
         return InvalidSource(message, title="Invalid YAML", diagnostics=[diag])
 
-    def build(
-        self, node: Node, path: _Path = None, depth: int = 0, loc: Location | None = None
-    ) -> Any:
-        """``node``'s value; ``loc`` is its start position when the caller already made it.
+    def document(self) -> Any:
+        """The stream's one document's value (None for no document), as composing reads it."""
+        parse = self.parse
+        parse()  # the stream's start
+        if type(parse()) is StreamEndEvent:  # (or the document's start)
+            return None
+        first = parse()
+        try:
+            data = self.node(first, parse, None, 0)
+        except InvalidSource:
+            self.drain(first)
+            raise
+        parse()  # the document's end
+        self.single(first)
+        return data
 
-        Errors are raised in document order, depth first, exactly as the
-        nodes are met, so the first problem in the file is the one reported.
-        """
+    def single(self, first: Event) -> None:
+        """After the document's end: refuse a second document."""
+        event = self.parse()
+        if type(event) is not StreamEndEvent:
+            raise MarkedYAMLError(
+                "expected a single document in the stream",
+                first.start_mark,
+                "but found another document",
+                event.start_mark,
+            )
+
+    def drain(self, first: Event) -> None:
+        """After a build error: parse the rest as composing would, for errors that outrank it."""
+        while True:
+            event = self.parse()
+            kind = type(event)
+            if kind is DocumentEndEvent:
+                break
+            if kind is AliasEvent:
+                self.anchored(event)
+            elif (
+                kind is not SequenceEndEvent
+                and kind is not MappingEndEvent
+                and event.anchor is not None
+            ):
+                self.anchor(event)
+        self.single(first)
+
+    def anchor(self, event: Event) -> list[Event]:
+        """The recording of the node ``event`` starts and anchors; a name is anchored once."""
+        name = event.anchor
+        first = self.anchors.get(name)
+        if first is not None:
+            raise MarkedYAMLError(
+                "found duplicate anchor; first occurrence",
+                first[0].start_mark,
+                "second occurrence",
+                event.start_mark,
+            )
+        recording = self.anchors[name] = [event]
+        return recording
+
+    def anchored(self, alias: Event) -> list[Event]:
+        """The recorded events of the node ``alias`` names."""
+        events = self.anchors.get(alias.anchor)
+        if events is None:
+            raise MarkedYAMLError(None, None, "found undefined alias", alias.start_mark)
+        return events
+
+    def recorded(self) -> Event:
+        """The parser's next event, recorded for each anchored node being parsed."""
+        event = self.parse()
+        for recording in self.recording:
+            recording.append(event)
+        return event
+
+    def start(self, event: Event) -> Mark:
+        """Where the node ``event`` starts begins: for an alias, where its anchor's node does."""
+        if type(event) is AliasEvent and event.anchor in self.anchors:
+            event = self.anchors[event.anchor][0]
+        mark: Mark = event.start_mark
+        return mark
+
+    def node(self, event: Event, parse: Callable[[], Event], path: _Path, depth: int) -> Any:
+        """The value of the node that starts with ``event``; ``parse`` gives its other events."""
+        kind = type(event)
+        recording = None
+        if kind is AliasEvent:  # its anchor's node, replayed here from its recording
+            replay = iter(self.anchored(event))
+            event = next(replay)
+            kind = type(event)
+            parse = replay.__next__
+        elif event.anchor is not None and (parse is self.parse or parse is self.record):
+            recording = self.anchor(event)  # (an anchor met in a replay is not a new one)
+            if kind is not ScalarEvent:
+                self.recording.append(recording)
+                parse = self.record
         self.count += 1
         if self.count > MAX_NODES:
             raise self.fail(
-                f"document expands to more than {MAX_NODES} nodes (alias bomb?)", node.start_mark
+                f"document expands to more than {MAX_NODES} nodes (alias bomb?)", event.start_mark
             )
         if depth > MAX_DEPTH:
             raise self.fail(
-                f"nesting deeper than {MAX_DEPTH} levels", node.start_mark, _render(path)
+                f"nesting deeper than {MAX_DEPTH} levels", event.start_mark, _render(path)
             )
-        kind = type(node)
-        if kind is _ScalarNode:
-            if node.tag == _STR_TAG:
-                return node.value
-            return self.scalar(node, _render(path))  # type: ignore[arg-type]
-        file = self.file
-        mark = node.start_mark
-        here = loc or Location(file, mark.line + 1, mark.column + 1)
-        if kind is _SequenceNode:
-            if depth >= self.depth:
-                self.depth = depth + 1
-            seq = LocList(here)
-            shallow = depth < MAX_DEPTH  # the items' depth, depth + 1, is within the limit
-            item_pos = seq.item_pos
-            for i, item in enumerate(node.value):
-                mark = item.start_mark
-                at = Location(file, mark.line + 1, mark.column + 1)
-                if (
-                    type(item) is _ScalarNode
-                    and item.tag == _STR_TAG
-                    and shallow
-                    and self.count < MAX_NODES
-                ):
-                    # Most nodes are string scalars: what build() returns for one while both
-                    # limits hold, without the call (the rest, and every error, go to build).
-                    self.count += 1
-                    seq.append(item.value)
-                else:
-                    seq.append(self.build(item, (path, i), depth + 1, at))
-                item_pos.append(at)
-            return seq
-        if kind is _MappingNode:
-            if depth >= self.depth:
-                self.depth = depth + 1
-            mapping = LocDict(here)
-            shallow = depth < MAX_DEPTH
-            key_pos = mapping.key_pos
-            val_pos = mapping.val_pos
-            for key_node, value_node in node.value:
-                if type(key_node) is not _ScalarNode:
-                    raise self.fail(
-                        "mapping keys must be plain scalars", key_node.start_mark, _render(path)
-                    )
-                if key_node.tag == _STR_TAG:
-                    key = key_node.value
-                else:
-                    key = self.scalar(key_node, _render(path))
-                    if not isinstance(key, str):
-                        key = _scalar_text(key_node)
-                if key in mapping:
-                    first = key_pos[key]
-                    raise self.fail(
-                        f"duplicate key `{key}` (first defined at line {first.line})",
-                        key_node.start_mark,
-                        _join(_render(path), key),
-                        DUPLICATE_KEY_HINT,
-                    )
-                mark = value_node.start_mark
-                at = Location(file, mark.line + 1, mark.column + 1)
-                if (
-                    type(value_node) is _ScalarNode
-                    and value_node.tag == _STR_TAG
-                    and shallow
-                    and self.count < MAX_NODES
-                ):
-                    self.count += 1  # as in the sequence loop above
-                    mapping[key] = value_node.value
-                else:
-                    mapping[key] = self.build(value_node, (path, key), depth + 1, at)
-                mark = key_node.start_mark
-                key_pos[key] = Location(file, mark.line + 1, mark.column + 1)
-                val_pos[key] = at
-            return mapping
-        raise self.fail("unsupported YAML node", node.start_mark, _render(path))  # pragma: no cover
+        if kind is ScalarEvent:
+            return self.scalar(event, path)
+        if depth >= self.depth:
+            self.depth = depth + 1
+        here = _loc(self.file, event.start_mark)
+        value: LocList | LocDict
+        if kind is SequenceStartEvent:
+            value = self.sequence(LocList(here), parse, path, depth)
+        else:
+            value = self.mapping(LocDict(here), parse, path, depth)
+        if recording is not None:
+            self.recording.pop()
+        return value
 
-    def scalar(self, node: ScalarNode, path: str) -> Any:
-        tag = node.tag
-        value = node.value
-        if tag == "tag:yaml.org,2002:str":
+    def sequence(
+        self, seq: LocList, parse: Callable[[], Event], path: _Path, depth: int
+    ) -> LocList:
+        item_pos = seq.item_pos
+        inline = depth < MAX_DEPTH  # the items' depth, depth + 1, is within the limit
+        while True:
+            event = parse()
+            kind = type(event)
+            if (
+                kind is ScalarEvent
+                and event.tag is None
+                and event.anchor is None
+                and inline
+                and self.count < MAX_NODES
+            ):
+                # Most nodes are untagged scalars: what node() returns for one while both
+                # limits hold, without the call (the rest, and every error, go to node()).
+                self.count += 1
+                value = event.value
+                if event.implicit[0] and value[:1] in TYPED_START:  # else: a string, as it is
+                    value = plain_value(value)
+                seq.append(value)
+                item_pos.append(event.start_mark)
+            elif kind is SequenceEndEvent:
+                return seq
+            else:
+                item_pos.append(self.start(event))
+                seq.append(self.node(event, parse, (path, len(seq)), depth + 1))
+
+    def mapping(
+        self, mapping: LocDict, parse: Callable[[], Event], path: _Path, depth: int
+    ) -> LocDict:
+        key_pos = mapping.key_pos
+        val_pos = mapping.val_pos
+        inline = depth < MAX_DEPTH
+        while True:
+            event = parse()
+            kind = type(event)
+            if kind is ScalarEvent and event.tag is None and event.anchor is None:
+                key = event.value  # an untagged key is its text, whatever it would resolve to
+                key_mark = event.start_mark
+            elif kind is MappingEndEvent:
+                return mapping
+            else:
+                event = self.key(event, parse, path)
+                key = event.value
+                key_mark = event.start_mark
+            if key in mapping:
+                raise self.fail(
+                    f"duplicate key `{key}` (first defined at line {key_pos[key].line + 1})",
+                    key_mark,
+                    _join(_render(path), key),
+                    DUPLICATE_KEY_HINT,
+                )
+            event = parse()
+            kind = type(event)
+            if (
+                kind is ScalarEvent
+                and event.tag is None
+                and event.anchor is None
+                and inline
+                and self.count < MAX_NODES
+            ):
+                self.count += 1  # as in the sequence loop above
+                value = event.value
+                if event.implicit[0] and value[:1] in TYPED_START:  # as in sequence()
+                    value = plain_value(value)
+                mapping[key] = value
+                val_pos[key] = event.start_mark
+            else:
+                val_pos[key] = self.start(event)
+                mapping[key] = self.node(event, parse, (path, key), depth + 1)
+            key_pos[key] = key_mark
+
+    def key(self, event: Event, parse: Callable[[], Event], path: _Path) -> Event:
+        """The scalar a mapping key is (an alias's is its anchor's node), its tag checked."""
+        if type(event) is AliasEvent:
+            event = self.anchored(event)[0]
+        elif event.anchor is not None and (parse is self.parse or parse is self.record):
+            self.anchor(event)
+        if type(event) is not ScalarEvent:
+            raise self.fail("mapping keys must be plain scalars", event.start_mark, _render(path))
+        if event.tag is not None and event.tag != "!":
+            self.scalar(event, path)  # for its errors: a key is its text
+        return event
+
+    def scalar(self, event: Event, path: _Path) -> Any:
+        """The value of a scalar: resolved when plain and untagged, else as its tag says."""
+        tag = event.tag
+        value = event.value
+        if tag is None or tag == "!":
+            return plain_value(value) if event.implicit[0] else value
+        if tag == STR_TAG:
             return value
-        if tag in _TAG_PATTERNS:
-            pattern, what = _TAG_PATTERNS[tag]
-            if not pattern.match(value):  # only an explicit tag (`!!int abc`) gets here
+        what = TAG_WORDS.get(tag)
+        if what is not None:
+            if not matches(value, tag):
                 shown = value if len(value) <= 40 else value[:37] + "..."
-                raise self.fail(f"`{shown}` is not {what}", node.start_mark, path)
-        if tag == "tag:yaml.org,2002:bool":
-            return value.lower() == "true"
-        if tag == "tag:yaml.org,2002:null":
-            return None
-        if tag == "tag:yaml.org,2002:int":
-            return _int_scalar(value)
-        if tag == "tag:yaml.org,2002:float":
-            low = value.lower()
-            if low.endswith(".inf"):
-                return float("-inf") if low.startswith("-") else float("inf")
-            if low == ".nan":
-                return float("nan")
-            number = float(value)
-            return number if math.isfinite(number) else value  # `1e999`: a string, as serde
+                raise self.fail(f"`{shown}` is not {what}", event.start_mark, _render(path))
+            return typed_value(value, tag)
         if tag in ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:timestamp"):
             return value
-        raise self.fail(f"unsupported YAML tag {tag}", node.start_mark, path)
+        raise self.fail(f"unsupported YAML tag {tag}", event.start_mark, _render(path))
 
 
 DUPLICATE_KEY_HINT = (
     "a deliberate divergence from the reference checker, which silently keeps the last "
     "value: remove one of the two"
 )
-_TAG_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
-    "tag:yaml.org,2002:int": (_INT_RE, "an integer"),
-    "tag:yaml.org,2002:float": (_FLOAT_RE, "a float"),
-    "tag:yaml.org,2002:bool": (_BOOL_RE, "a boolean (true or false)"),
-    "tag:yaml.org,2002:null": (_NULL_RE, "null"),
-}
-_RADIX = {"0x": 16, "0o": 8, "0b": 2}
-_ScalarNode, _SequenceNode, _MappingNode = ScalarNode, SequenceNode, MappingNode
-
-
-def _int_scalar(value: str) -> int | float | str:
-    """An integer literal the way serde_yaml reads it (never a ValueError).
-
-    Within 128 bits it is an int; a longer decimal literal is a float when
-    finite and otherwise, like an over-long hex, octal or binary literal, the
-    string itself.
-    """
-    sign = -1 if value.startswith("-") else 1
-    digits = value.lstrip("+-")
-    radix = _RADIX.get(digits[:2], 10)
-    if radix != 10:
-        number = sign * int(digits[2:], radix)  # power-of-two bases have no digit limit
-    elif len(digits) <= _MAX_INT_DIGITS:
-        number = int(value)
-    else:
-        number = UINT128_MAX + 1
-    if INT128_MIN <= number <= UINT128_MAX:
-        return number
-    if radix == 10:
-        as_float = float(value)
-        if math.isfinite(as_float):
-            return as_float
-    return value
 
 
 def _char_at(text: str, line: int, col: int) -> str:
@@ -373,10 +428,6 @@ def _char_at(text: str, line: int, col: int) -> str:
     if 0 <= line < len(lines) and 0 <= col < len(lines[line]):
         return lines[line][col]
     return ""
-
-
-def _scalar_text(node: ScalarNode) -> str:
-    return str(node.value)
 
 
 def _join(path: str, key: str) -> str:
@@ -439,23 +490,19 @@ def parse_yaml(text: str, file: str = "<input>") -> YamlDocument:
     """Parse one YAML document strictly; raise :class:`InvalidSource` with a location."""
     if text.startswith("\ufeff"):
         raise _bom_error(file)
-    builder = _Builder(file)
     collecting = gc.isenabled()
     gc.disable()  # see the module docstring; re-enabled below whatever happens
     try:
-        return _parse(text, file, builder)
+        return _parse(text, file)
     finally:
         if collecting:
             gc.enable()
 
 
-def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
+def _parse(text: str, file: str) -> YamlDocument:
     try:
-        loader = _Yaml12Loader(text)
-        try:
-            node = loader.get_single_node()
-        finally:
-            loader.dispose()
+        builder = _Builder(file, Parser(text))
+        data = builder.document()
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or "malformed YAML"
@@ -475,7 +522,6 @@ def _parse(text: str, file: str, builder: _Builder) -> YamlDocument:
             title="Invalid YAML",
             diagnostics=[Diagnostic(str(exc), Location(file), code="yaml")],
         ) from None
-    data = None if node is None else builder.build(node)
     return YamlDocument(data=data, text=text, file=file, depth=builder.depth)
 
 

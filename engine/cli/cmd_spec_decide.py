@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import Diagnostic, InputError, Location
 
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
+    from typing import Any
 
     from engine.skillspec.decide import CompiledSpec
 

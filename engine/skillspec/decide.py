@@ -13,9 +13,7 @@ rank order produced it. Everything here is UI-free and never imports Textual.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from typing import Any
+from collections.abc import Mapping
 
 from engine.errors import Diagnostic, InputError, Location
 from engine.skillspec.decision import (
@@ -40,6 +38,12 @@ from engine.skillspec.matching import (
     normalize_input,
     normalize_phrase,
 )
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from collections.abc import Set as AbstractSet
+    from typing import Any
 
 __all__ = [
     "BASIS_DEFAULT",

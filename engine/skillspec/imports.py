@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
 #: Characters a shell would interpret; an import path containing one is refused.
-_SHELL = re.compile(r"[$`|;&<>*?\n\r\x00]")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+|$)(.*)$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+#: (These patterns are compiled where they are used, through ``re``'s cache: a spec without
+#: imports, which ``skillspec validate`` meets most, never pays for compiling them.)
+_SHELL = r"[$`|;&<>*?\n\r\x00]"
+_HEADING = r"^ {0,3}(#{1,6})(?:[ \t]+|$)(.*)$"
+_FENCE = r"^ {0,3}(```|~~~)"
 
 
 class ImportEntry(Record):
@@ -164,7 +166,7 @@ def path_problem(raw: str) -> str | None:
         return "import path must not use `~` (home directories are not expanded)"
     if os.path.isabs(text) or text.startswith("\\"):
         return "import path must be local and relative (absolute paths are refused)"
-    match = _SHELL.search(text)
+    match = re.search(_SHELL, text)
     if match:
         what = "environment variables" if match.group() == "$" else "shell syntax"
         return f"import path must not use {what} ({match.group()!r} is not expanded)"
@@ -219,16 +221,17 @@ def extract_section(text: str, section: str, *, fences: bool = True) -> str | No
     reads every ``#`` line as one, which is how the reference finds sections).
     """
     want = _norm_heading(section)
+    fence, heading = re.compile(_FENCE), re.compile(_HEADING)
     lines = text.splitlines(keepends=True)
     in_fence = False
     start = level = -1
     for i, line in enumerate(lines):
-        if fences and _FENCE.match(line):
+        if fences and fence.match(line):
             in_fence = not in_fence
             continue
         if in_fence:
             continue
-        match = _HEADING.match(line.rstrip("\r\n"))
+        match = heading.match(line.rstrip("\r\n"))
         if not match:
             continue
         this_level = len(match.group(1))

@@ -17,14 +17,14 @@ class for why that is exact).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Final
-
 from engine.record import Record
 
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterable, Sequence
+    from typing import Final
+
 _IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_RUN = re.compile(r"[A-Za-z0-9_]+")
 # Rust's char::is_whitespace (Unicode White_Space), which str.trim() strips.
 _RUST_WS = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
@@ -239,7 +239,7 @@ class PhraseMatcher:
         runs_needed: list[list[bytes]] = []
         self.literal: list[tuple[str, int]] = []
         for spelling, payload in spellings:
-            runs = [r.encode("ascii") for r in _RUN.findall(spelling)]
+            runs = runs_of(spelling)
             if not runs:
                 self.literal.append((spelling, payload))
             elif len(runs) == 1 and len(runs[0]) == len(spelling):

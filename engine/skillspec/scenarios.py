@@ -16,10 +16,13 @@ test matches and routes no test selects.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
 
 from engine.record import Record
 from engine.skillspec.decide import CompiledSpec, Decision, decide
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 _LIST_KEYS = ("forbid", "elicit", "after_success", "matched_rules")
 

@@ -18,9 +18,6 @@ list fields being lists.
 
 from __future__ import annotations
 
-import math
-import re
-
 from engine.errors import Diagnostic, Location
 from engine.skillspec.schema import (
     SPEC,
@@ -36,14 +33,22 @@ from engine.skillspec.schema import (
     Type,
     Untagged,
 )
-from engine.yamlsrc import INT64_MIN, UINT64_MAX, LocDict, LocList
+from engine.yamlscalars import INT64_MIN, UINT64_MAX
+from engine.yamlsrc import LocDict, LocList
 
 TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     from typing import Any
 
-_NULL_RE = re.compile(r"^(?:~|null|Null|NULL)$")
-_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+    #: Where a checked value sits, made a Location only when a finding or a scalar's source
+    #: text needs one (most values need none): its LocDict and key, its LocList and index,
+    #: or None and the Location itself (the root, and the children of a plain container).
+    _Site = tuple[Any, Any]
+
+#: The source spellings of null and of the booleans in YAML 1.2's core schema (a plain
+#: scalar's stripped source text, which holds no line break, is one of them or not).
+_NULLS = frozenset(("~", "null", "Null", "NULL"))
+_BOOLS = frozenset(("true", "True", "TRUE", "false", "False", "FALSE"))
 
 
 def _same_number(raw: str, value: float) -> bool:
@@ -108,11 +113,28 @@ def expected_name(typ: Type) -> str:
     return "a value"
 
 
+def _at(site: _Site) -> Location:
+    """Where the value at ``site`` sits."""
+    container, key = site
+    if container is None:
+        return key  # type: ignore[no-any-return]  # (None, the Location itself)
+    return container.where(key) if isinstance(container, LocList) else container.where_value(key)
+
+
+def _key_at(site: _Site) -> Location:
+    """Where the key of the value at ``site`` sits (a sequence item's: the item's own)."""
+    container, key = site
+    if isinstance(container, LocDict):
+        return container.where(key)
+    return _at(site)
+
+
 class StructureChecker:
     """Walks a parsed spec against :data:`SPEC`, collecting every structural error."""
 
     def __init__(self, text: str, file: str) -> None:
-        self.lines = text.splitlines()
+        self.text = text
+        self._lines: list[str] | None = None
         self.file = file
         self.errors: list[Diagnostic] = []
 
@@ -122,9 +144,12 @@ class StructureChecker:
 
     def raw(self, loc: Location) -> str:
         """The plain-scalar source text at ``loc`` (used to keep ``1.10`` as ``"1.10"``)."""
-        if not 1 <= loc.line <= len(self.lines):
+        if self._lines is None:  # split on first need: most specs never need a line
+            self._lines = self.text.splitlines()
+        lines = self._lines
+        if not 1 <= loc.line <= len(lines):
             return ""
-        text = self.lines[loc.line - 1][max(loc.col - 1, 0) :]
+        text = lines[loc.line - 1][max(loc.col - 1, 0) :]
         text = text.split(" #", 1)[0]
         for stop in ",]}":
             text = text.split(stop, 1)[0]
@@ -133,12 +158,13 @@ class StructureChecker:
     def as_text(self, value: Any, loc: Location) -> str:
         raw = self.raw(loc)
         if value is None:
-            return raw if _NULL_RE.match(raw) else ""
+            return raw if raw in _NULLS else ""
         if isinstance(value, bool):
-            return raw if _BOOL_RE.match(raw) else str(value).lower()
+            return raw if raw in _BOOLS else str(value).lower()
         if isinstance(value, int | float):
             same = _same_number(raw, value)
-            if same or (isinstance(value, float) and math.isnan(value) and "nan" in raw.lower()):
+            nan = isinstance(value, float) and value != value  # (only NaN differs from itself)
+            if same or (nan and "nan" in raw.lower()):
                 return raw
             return str(value)
         return str(value)
@@ -146,7 +172,7 @@ class StructureChecker:
     @staticmethod
     def empty_plain(value: Any, raw: str) -> bool:
         """An empty value (not an explicit ``~``/``null``), which serde reads as empty."""
-        return value is None and not _NULL_RE.match(raw)
+        return value is None and raw not in _NULLS
 
     # -- the walk
     def check(
@@ -154,108 +180,127 @@ class StructureChecker:
         value: Any,
         typ: Type,
         path: str,
-        loc: Location,
+        at: _Site,
         strict: bool = False,
-        anchor: Location | None = None,
+        key_at: _Site | None = None,
     ) -> Any:
         """Check ``value`` against ``typ``; return the (possibly coerced) value.
 
-        ``anchor`` is where the value's key sits: missing fields of a nested
-        block mapping are reported on the key's line, which is where a reader
-        looks, rather than on the mapping's first (present) key.
+        ``at`` is where the value sits, ``key_at`` where its key does:
+        missing fields of a nested block mapping are reported on the key's
+        line, which is where a reader looks, rather than on the mapping's
+        first (present) key.
         """
         if typ.__class__ is Str and value.__class__ is str:
             return value  # the commonest case by far: a string where a string belongs
+        # the next commonest: where the chain below leads these two, without its tests
+        if type(typ) is Obj and value.__class__ is LocDict:
+            return self.check_obj(value, typ, path, at, strict, key_at)
+        if type(typ) is Seq and value.__class__ is LocList:
+            return self.check_seq(value, typ, path, strict)
         if isinstance(typ, Opt):
             if value is None:
                 return None
-            return self.check(value, typ.inner, path, loc, strict, anchor)
+            return self.check(value, typ.inner, path, at, strict, key_at)
         if isinstance(typ, AnyValue):
-            self.check_any(value, path, loc)
+            self.check_any(value, path, at)
             return value
         if isinstance(typ, Str):
             if isinstance(value, str):
                 return value
             if isinstance(value, dict | list) or strict:
-                self.error(f"invalid type: {describe(value)}, expected a string", loc, path)
+                self.error(f"invalid type: {describe(value)}, expected a string", _at(at), path)
                 return value
-            return self.as_text(value, loc)
+            return self.as_text(value, _at(at))
         if isinstance(typ, Bool):
             if not isinstance(value, bool):
-                self.error(f"invalid type: {describe(value)}, expected a boolean", loc, path)
+                self.error(f"invalid type: {describe(value)}, expected a boolean", _at(at), path)
             return value
         if isinstance(typ, Int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-            if ok and typ.unsigned and not 0 <= value < 2**32:
-                self.error(f"invalid value: {describe(value)}, expected u32", loc, path)
-            elif ok and not typ.unsigned and not -(2**63) <= value < 2**63:
-                self.error(f"invalid value: {describe(value)}, expected i64", loc, path)
-            elif not ok:
-                self.error(
-                    f"invalid type: {describe(value)}, expected {expected_name(typ)}", loc, path
-                )
+            self.check_int(value, typ, path, at)
             return value
         if isinstance(typ, Enum):
-            text = value if isinstance(value, str) else None
-            if text is None and not isinstance(value, dict | list):
-                text = self.as_text(value, loc)
-            if text is None:
-                self.error(f"invalid type: {describe(value)}, expected a variant name", loc, path)
-            elif text not in typ.values:
-                self.error(
-                    f"unknown variant `{text}`, expected {backticked(typ.values)}", loc, path
-                )
+            self.check_enum(value, typ, path, at)
             return value
-        if value is None and not strict and self.empty_plain(value, self.raw(loc)):
+        if value is None and not strict and self.empty_plain(value, self.raw(_at(at))):
+            loc = _at(at)
             empty: Any = LocList(loc) if isinstance(typ, Seq) else LocDict(loc)
-            return self.check(empty, typ, path, loc, anchor=anchor)
+            return self.check(empty, typ, path, at, key_at=key_at)
         if isinstance(typ, Seq):
             if not isinstance(value, list):
-                self.error(f"invalid type: {describe(value)}, expected a sequence", loc, path)
+                self.error(f"invalid type: {describe(value)}, expected a sequence", _at(at), path)
                 return value
-            where = value.where if isinstance(value, LocList) else (lambda _i: loc)
-            strings = _takes_any_string(typ.item)
-            for i, item in enumerate(value):
-                if strings and item.__class__ is str:
-                    continue  # as in check_obj
-                value[i] = self.check(item, typ.item, f"{path}[{i}]", where(i), strict)
-            return value
+            return self.check_seq(value, typ, path, strict, _at(at))
         if not isinstance(value, dict):
-            self.error(f"invalid type: {describe(value)}, expected {expected_name(typ)}", loc, path)
+            self.error(
+                f"invalid type: {describe(value)}, expected {expected_name(typ)}", _at(at), path
+            )
             return value
         if isinstance(typ, Map):
+            in_plain: _Site | None = None if isinstance(value, LocDict) else (None, _at(at))
             for key in list(value):
-                value[key] = self.check(
-                    value[key],
-                    typ.value,
-                    f"{path}.{key}",
-                    self._val_loc(value, key, loc),
-                    strict,
-                    self._key_loc(value, key, loc),
-                )
+                site = in_plain or (value, key)
+                value[key] = self.check(value[key], typ.value, f"{path}.{key}", site, strict, site)
             return value
         if isinstance(typ, Untagged):
-            return self.check_untagged(value, typ, path, anchor or loc)
-        return self.check_obj(value, typ, path, loc, strict, anchor or loc)
+            anchor = _key_at(key_at) if key_at is not None else _at(at)
+            return self.check_untagged(value, typ, path, anchor)
+        return self.check_obj(value, typ, path, at, strict, key_at)
 
-    def check_any(self, value: Any, path: str, loc: Location) -> None:
+    def check_seq(
+        self, value: list[Any], typ: Seq, path: str, strict: bool, at: Location | None = None
+    ) -> list[Any]:
+        """Each item of a sequence; ``at`` stands for the items' places in a plain list."""
+        plain: _Site | None = None if isinstance(value, LocList) else (None, at)
+        strings = _takes_any_string(typ.item)
+        for i, item in enumerate(value):
+            if strings and item.__class__ is str:
+                continue  # as in check_obj
+            site = plain or (value, i)
+            value[i] = self.check(item, typ.item, f"{path}[{i}]", site, strict)
+        return value
+
+    def check_int(self, value: Any, typ: Int, path: str, at: _Site) -> None:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if ok and typ.unsigned and not 0 <= value < 2**32:
+            self.error(f"invalid value: {describe(value)}, expected u32", _at(at), path)
+        elif ok and not typ.unsigned and not -(2**63) <= value < 2**63:
+            self.error(f"invalid value: {describe(value)}, expected i64", _at(at), path)
+        elif not ok:
+            self.error(
+                f"invalid type: {describe(value)}, expected {expected_name(typ)}", _at(at), path
+            )
+
+    def check_enum(self, value: Any, typ: Enum, path: str, at: _Site) -> None:
+        text = value if isinstance(value, str) else None
+        if text is None and not isinstance(value, dict | list):
+            text = self.as_text(value, _at(at))
+        if text is None:
+            self.error(f"invalid type: {describe(value)}, expected a variant name", _at(at), path)
+        elif text not in typ.values:
+            self.error(
+                f"unknown variant `{text}`, expected {backticked(typ.values)}", _at(at), path
+            )
+
+    def check_any(self, value: Any, path: str, at: _Site) -> None:
         """Free-form values are serde values, whose integers are 64-bit (i64 or u64).
 
         The YAML reader keeps integers up to 128 bits (as serde_yaml does);
         the reference then refuses the ones a free-form value cannot hold, so
         this checker does too (issue 13, item 12). Iterative: no recursion.
         """
-        stack: list[tuple[Any, str, Location]] = [(value, path, loc)]
+        stack: list[tuple[Any, str, _Site]] = [(value, path, at)]
         while stack:
-            item, where, at = stack.pop()
+            item, where, site = stack.pop()
+            plain: _Site | None
             if isinstance(item, dict):
+                plain = None if isinstance(item, LocDict) else site
                 for key, child in item.items():
-                    child_at = item.where_value(key) if isinstance(item, LocDict) else at
-                    stack.append((child, f"{where}.{key}", child_at))
+                    stack.append((child, f"{where}.{key}", plain or (item, key)))
             elif isinstance(item, list):
+                plain = None if isinstance(item, LocList) else site
                 for i, child in enumerate(item):
-                    child_at = item.where(i) if isinstance(item, LocList) else at
-                    stack.append((child, f"{where}[{i}]", child_at))
+                    stack.append((child, f"{where}[{i}]", plain or (item, i)))
             elif (
                 isinstance(item, int)
                 and not isinstance(item, bool)
@@ -264,39 +309,27 @@ class StructureChecker:
                 self.error(
                     f"invalid value: integer `{item}` is out of range; free-form values hold "
                     "64-bit integers",
-                    at,
+                    _at(site),
                     where,
                 )
-
-    @staticmethod
-    def _val_loc(mapping: dict[str, Any], key: str, default: Location) -> Location:
-        if isinstance(mapping, LocDict):
-            return mapping.where_value(key)
-        return default
-
-    @staticmethod
-    def _key_loc(mapping: dict[str, Any], key: str, default: Location) -> Location:
-        if isinstance(mapping, LocDict):
-            return mapping.where(key)
-        return default
 
     def check_obj(
         self,
         value: dict[str, Any],
         typ: Obj,
         path: str,
-        loc: Location,
+        at: _Site,
         strict: bool,
-        anchor: Location,
+        key_at: _Site | None,
     ) -> Any:
-        names = list(typ.fields)
         fields = typ.fields
         located = value if isinstance(value, LocDict) else None
+        plain = None if located is not None else (None, _at(at))
         for key in list(value):
             if key not in fields:
                 self.error(
-                    f"unknown field `{key}`, expected {backticked(names)}",
-                    located.where(key) if located is not None else loc,
+                    f"unknown field `{key}`, expected {backticked(list(fields))}",
+                    located.where(key) if located is not None else _at(at),
                     path or key,
                     code="unknown_field",
                 )
@@ -304,17 +337,15 @@ class StructureChecker:
             field = fields[key]
             if value[key].__class__ is str and _takes_any_string(field):
                 continue  # what check() would return, unchanged, without building its arguments
+            site = plain or (value, key)
             value[key] = self.check(
-                value[key],
-                field,
-                f"{path}.{key}" if path else key,
-                located.where_value(key) if located is not None else loc,
-                strict,
-                located.where(key) if located is not None else loc,
+                value[key], field, f"{path}.{key}" if path else key, site, strict, site
             )
-        for key in names:
-            if key in typ.required and key not in value:
-                self.error(f"missing field `{key}`", anchor, path, code="missing_field")
+        if not typ.required <= value.keys():  # then each missing one, in the fields' order
+            anchor = _key_at(key_at) if key_at is not None else _at(at)
+            for key in fields:
+                if key in typ.required and key not in value:
+                    self.error(f"missing field `{key}`", anchor, path, code="missing_field")
         return value
 
     def check_untagged(self, value: dict[str, Any], typ: Untagged, path: str, loc: Location) -> Any:
@@ -330,7 +361,7 @@ class StructureChecker:
                 code="untagged",
             )
             return value
-        return self.check_obj(value, typ.variants[present[0]], path, loc, True, loc)
+        return self.check_obj(value, typ.variants[present[0]], path, (None, loc), True, None)
 
 
 def _takes_any_string(typ: Type) -> bool:
@@ -366,7 +397,7 @@ def check_structure(data: Any, text: str, file: str, depth: int | None = None) -
             "nesting",
         )
         return checker.errors
-    checker.check(data, SPEC, "", root)
+    checker.check(data, SPEC, "", (None, root))
     return checker.errors
 
 

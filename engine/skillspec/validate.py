@@ -19,7 +19,7 @@ from engine.yamlsrc import LocDict, LocList
 
 TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 SCHEMA = "skillspec/v0"
@@ -35,11 +35,14 @@ def q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+_IDENTIFIER_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789_-."
+
+
 def is_identifier(value: str) -> bool:
     """Lower-case ASCII letter first, then lower-case letters, digits, ``_ - .``."""
     if not value or not ("a" <= value[0] <= "z"):
         return False
-    return all("a" <= c <= "z" or "0" <= c <= "9" or c in "_-." for c in value)
+    return not value.strip(_IDENTIFIER_CHARACTERS)  # (what strip leaves is not one of them)
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -52,6 +55,18 @@ def _seq(value: Any) -> list[Any]:
 
 def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _string(obj: Any, key: str) -> list[str]:
+    """``obj[key]`` if it is a string (what :meth:`Validator.one` yields), as a list."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return [value] if isinstance(value, str) else []
+
+
+def _strings(obj: Any, key: str) -> list[str]:
+    """The string items of the list ``obj[key]`` (what :meth:`Validator.many` yields)."""
+    items = obj.get(key) if isinstance(obj, dict) else None
+    return [item for item in items if isinstance(item, str)] if isinstance(items, list) else []
 
 
 class Validator:
@@ -140,10 +155,29 @@ class Validator:
         for key, value in mapping.items():
             yield key, value, self.key_loc(mapping, key, self.root), f"{section}.{key}"
 
-    def known(self, known: set[str], field: str, refs: Iterator[tuple[str, Location, str]]) -> None:
-        for value, loc, path in refs:
-            if value not in known:
-                self.unknown(field, value, loc, path)
+    def known_one(self, known: set[str], field: str, obj: Any, key: str, path: str) -> None:
+        """``obj[key]``, when a string, names one of ``known``: an unknown reference otherwise.
+
+        As :meth:`one` then a check of each, but the location and path are
+        only made for a finding (most references are known).
+        """
+        if isinstance(obj, dict):
+            value = obj.get(key)
+            if isinstance(value, str) and value not in known:
+                self.unknown(field, value, self.val_loc(obj, key, self.root), f"{path}.{key}")
+
+    def known_many(self, known: set[str], field: str, obj: Any, key: str, path: str) -> None:
+        """Each string item of the list ``obj[key]`` names one of ``known`` (as :meth:`many`)."""
+        items = obj.get(key) if isinstance(obj, dict) else None
+        if not isinstance(items, list):
+            return
+        for i, item in enumerate(items):
+            if isinstance(item, str) and item not in known:
+                if isinstance(items, LocList):
+                    loc = items.where(i)
+                else:
+                    loc = self.val_loc(obj, key, self.root)
+                self.unknown(field, item, loc, f"{path}.{key}[{i}]")
 
     def unique(
         self, field: str, items: list[tuple[str, Location, str]], check_ident: bool = True
@@ -237,19 +271,17 @@ class Validator:
                 for value, loc, path in self.one(choice, "label", cbase):
                     if not value.strip():
                         self.missing("elicitations.choices.label", loc, path)
-                self.known(
-                    self.routes, "elicitations.choices.route", self.one(choice, "route", cbase)
-                )
-                self.known(
-                    self.ids["states"], "elicitations.choices.next", self.one(choice, "next", cbase)
+                self.known_one(self.routes, "elicitations.choices.route", choice, "route", cbase)
+                self.known_one(
+                    self.ids["states"], "elicitations.choices.next", choice, "next", cbase
                 )
             self.unique("elicitations.choices.id", ids)
             choice_ids = {v for v, _, _ in ids}
-            self.known(choice_ids, "elicitations.default", self.one(el, "default", base))
+            self.known_one(choice_ids, "elicitations.default", el, "default", base)
             for i, cond in enumerate(_seq(el.get("required_when"))):
                 cbase = f"{base}.required_when[{i}]"
-                self.known(
-                    self.routes, "elicitations.required_when.route", self.one(cond, "route", cbase)
+                self.known_one(
+                    self.routes, "elicitations.required_when.route", cond, "route", cbase
                 )
                 for value, loc, path in self.one(cond, "missing", cbase):
                     self.identifier("elicitations.required_when.missing", value, loc, path)
@@ -270,10 +302,12 @@ class Validator:
                     if value == "":
                         self.missing(f"dependencies.check.{name}", loc, path)
             provision = _obj(dep.get("provision"))
-            self.known(
+            self.known_one(
                 self.ids["elicitations"],
                 "dependencies.provision.elicit",
-                self.one(provision, "elicit", f"{base}.provision"),
+                provision,
+                "elicit",
+                f"{base}.provision",
             )
             ids: list[tuple[str, Location, str]] = []
             for i, option in enumerate(_seq(provision.get("options"))):
@@ -300,41 +334,39 @@ class Validator:
         for i, use in enumerate(_seq(obj.get("used_by"))):
             kind = _obj(use).get("kind")
             if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
-                self.known(
-                    kinds[kind], f"{section}.used_by", self.one(use, "id", f"{base}.used_by[{i}]")
-                )
+                self.known_one(kinds[kind], f"{section}.used_by", use, "id", f"{base}.used_by[{i}]")
 
     def import_references(self) -> set[str]:
         refs: set[str] = set()
-        for _, imp, _, _ in self.entries("imports"):
-            refs.update(v for v, _, _ in self.many(_obj(imp).get("requires"), "imports", ""))
-        for _, code, _, _ in self.entries("code"):
-            refs.update(v for v, _, _ in self.many(_obj(code).get("requires"), "imports", ""))
-        for _, recipe, _, _ in self.entries("recipes"):
+        for imp in self.section("imports"):
+            refs.update(_strings(_obj(imp).get("requires"), "imports"))
+        for code in self.section("code"):
+            refs.update(_strings(_obj(code).get("requires"), "imports"))
+        for recipe in self.section("recipes"):
             recipe = _obj(recipe)
-            refs.update(v for v, _, _ in self.many(recipe.get("requires"), "imports", ""))
+            refs.update(_strings(recipe.get("requires"), "imports"))
             for step in _seq(recipe.get("steps")):
-                refs.update(v for v, _, _ in self.one(step, "load_import", ""))
+                refs.update(_string(step, "load_import"))
         return refs
 
     def resource_references(self) -> set[str]:
         refs: set[str] = set()
-        for _, code, _, _ in self.entries("code"):
+        for code in self.section("code"):
             code = _obj(code)
-            refs.update(v for v, _, _ in self.one(code.get("source"), "from_resource", ""))
-            refs.update(v for v, _, _ in self.many(code.get("requires"), "resources", ""))
-        for _, recipe, _, _ in self.entries("recipes"):
+            refs.update(_string(code.get("source"), "from_resource"))
+            refs.update(_strings(code.get("requires"), "resources"))
+        for recipe in self.section("recipes"):
             recipe = _obj(recipe)
-            refs.update(v for v, _, _ in self.many(recipe.get("requires"), "resources", ""))
+            refs.update(_strings(recipe.get("requires"), "resources"))
             for step in _seq(recipe.get("steps")):
-                refs.update(v for v, _, _ in self.one(step, "load_resource", ""))
-        for _, command in self.entries_values("commands"):
-            refs.update(v for v, _, _ in self.many(_obj(command).get("requires"), "resources", ""))
+                refs.update(_string(step, "load_resource"))
+        for command in self.section("commands"):
+            refs.update(_strings(_obj(command).get("requires"), "resources"))
         return refs
 
-    def entries_values(self, section: str) -> Iterator[tuple[str, Any]]:
-        for key, value, _, _ in self.entries(section):
-            yield key, value
+    def section(self, name: str) -> Iterable[Any]:
+        """The entries of a map section (as :meth:`entries` walks them), without their places."""
+        return _map(self.data.get(name)).values()
 
     def imports(self) -> None:
         referenced = self.import_references()
@@ -347,10 +379,12 @@ class Validator:
             for value, loc, path in self.one(imp, "section", base):
                 if value == "":
                     self.missing("imports.section", loc, path)
-            self.known(
+            self.known_many(
                 self.ids["imports"],
                 "imports.requires.imports",
-                self.many(imp.get("requires"), "imports", f"{base}.requires"),
+                imp.get("requires"),
+                "imports",
+                f"{base}.requires",
             )
             self.use_refs("imports", imp, base)
             if (
@@ -366,8 +400,7 @@ class Validator:
         imports = _map(self.data.get("imports"))
 
         def children(node: str) -> list[str]:
-            found = self.many(_obj(imports.get(node)).get("requires"), "imports", "")
-            return [child for child, _, _ in found]
+            return _strings(_obj(imports.get(node)).get("requires"), "imports")
 
         for cycle in depth_first(sorted(imports), children)[1]:
             start = cycle[0]
@@ -406,10 +439,12 @@ class Validator:
                     if not value.strip():
                         self.missing(f"code.source.{name}", loc, path)
             if "file" in source:
-                self.known(
+                self.known_one(
                     self.ids["resources"],
                     "code.source.from_resource",
-                    self.one(source, "from_resource", f"{base}.source"),
+                    source,
+                    "from_resource",
+                    f"{base}.source",
                 )
             prov = code.get("provenance")
             if isinstance(prov, dict):
@@ -427,34 +462,26 @@ class Validator:
                     self.missing("code.provenance.resource_or_import", ploc, f"{base}.provenance")
                 else:
                     pbase = f"{base}.provenance"
-                    self.known(
-                        self.ids["resources"],
-                        "code.provenance.resource",
-                        self.one(prov, "resource", pbase),
+                    self.known_one(
+                        self.ids["resources"], "code.provenance.resource", prov, "resource", pbase
                     )
-                    self.known(
-                        self.ids["imports"],
-                        "code.provenance.import",
-                        self.one(prov, "import", pbase),
+                    self.known_one(
+                        self.ids["imports"], "code.provenance.import", prov, "import", pbase
                     )
             req = code.get("requires")
             rbase = f"{base}.requires"
             for name in ("dependencies", "imports", "resources", "artifacts"):
-                self.known(self.ids[name], f"code.requires.{name}", self.many(req, name, rbase))
+                self.known_many(self.ids[name], f"code.requires.{name}", req, name, rbase)
             for name in ("inputs", "outputs"):
-                self.known(
-                    self.ids["artifacts"], "code.inputs.outputs", self.many(code, name, base)
-                )
+                self.known_many(self.ids["artifacts"], "code.inputs.outputs", code, name, base)
 
     def exec_refs(self, obj: dict[str, Any], key: str, base: str) -> None:
         kinds = {"command": "commands", "code": "code", "recipe": "recipes"}
         for i, ref in enumerate(_seq(obj.get(key))):
             kind = _obj(ref).get("kind")
             if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
-                self.known(
-                    self.ids[kinds[kind]],
-                    f"artifacts.{key}",
-                    self.one(ref, "id", f"{base}.{key}[{i}]"),
+                self.known_one(
+                    self.ids[kinds[kind]], f"artifacts.{key}", ref, "id", f"{base}.{key}[{i}]"
                 )
 
     def artifacts(self) -> None:
@@ -483,29 +510,34 @@ class Validator:
             recipe = _obj(recipe)
             req = recipe.get("requires")
             for name in ("resources", "imports", "dependencies", "artifacts"):
-                self.known(
-                    self.ids[name],
-                    f"recipes.requires.{name}",
-                    self.many(req, name, f"{base}.requires"),
+                self.known_many(
+                    self.ids[name], f"recipes.requires.{name}", req, name, f"{base}.requires"
                 )
             for i, step in enumerate(_seq(recipe.get("steps"))):
                 sbase = f"{base}.steps[{i}]"
                 if not isinstance(step, dict) or len(step) != 1:
                     continue
-                for key, (known, field) in step_targets.items():
-                    self.known(known, field, self.one(step, key, sbase))
-                for value, loc, path in self.one(step, "note", sbase):
-                    if not value.strip():
-                        self.missing("recipes.steps.note", loc, path)
-                branch = _obj(step.get("branch"))
+                (kind,) = step  # its one key: the only target it can name
+                if kind in step_targets:
+                    known, field = step_targets[kind]
+                    self.known_one(known, field, step, kind, sbase)
+                if kind == "note":
+                    for value, loc, path in self.one(step, "note", sbase):
+                        if not value.strip():
+                            self.missing("recipes.steps.note", loc, path)
+                if kind != "branch":
+                    continue
+                branch = _obj(step["branch"])
                 for value, loc, path in self.one(branch, "if", f"{sbase}.branch"):
                     if not value.strip():
                         self.missing("recipes.steps.branch.if", loc, path)
                 for name in ("then", "otherwise"):
-                    self.known(
+                    self.known_one(
                         branch_targets,
                         f"recipes.steps.branch.{name}",
-                        self.one(branch, name, f"{sbase}.branch"),
+                        branch,
+                        name,
+                        f"{sbase}.branch",
                     )
 
     def rules_(self) -> None:
@@ -513,36 +545,36 @@ class Validator:
         for i, rule in enumerate(_seq(self.data.get("rules"))):
             base = f"rules[{i}]"
             items.extend(self.one(rule, "id", base))
-            self.known(self.routes, "rules.prefer", self.one(rule, "prefer", base))
-            self.known(self.routes, "rules.route_order", self.many(rule, "route_order", base))
-            self.known(self.ids["elicitations"], "rules.elicit", self.many(rule, "elicit", base))
-            self.known(self.actions, "rules.after_success", self.many(rule, "after_success", base))
+            self.known_one(self.routes, "rules.prefer", rule, "prefer", base)
+            self.known_many(self.routes, "rules.route_order", rule, "route_order", base)
+            self.known_many(self.ids["elicitations"], "rules.elicit", rule, "elicit", base)
+            self.known_many(self.actions, "rules.after_success", rule, "after_success", base)
         self.unique("rules.id", items)
 
     def states(self) -> None:
         states = self.ids["states"]
         for sid, state, kloc, base in self.entries("states"):
             self.identifier("states key", sid, kloc, base)
-            self.known(self.actions, "states.do", self.many(state, "do", base))
+            self.known_many(self.actions, "states.do", state, "do", base)
             for name in ("next", "yes", "no"):
-                self.known(states, f"states.{name}", self.one(state, name, base))
-            self.known(self.ids["snippets"], "states.say", self.one(state, "say", base))
-            self.known(self.ids["elicitations"], "states.ask", self.one(state, "ask", base))
+                self.known_one(states, f"states.{name}", state, name, base)
+            self.known_one(self.ids["snippets"], "states.say", state, "say", base)
+            self.known_one(self.ids["elicitations"], "states.ask", state, "ask", base)
 
     def commands(self) -> None:
         for cid, command, kloc, base in self.entries("commands"):
             self.identifier("commands key", cid, kloc, base)
             req = _obj(command).get("requires")
             rbase = f"{base}.requires"
-            self.known(
+            self.known_many(
                 self.ids["dependencies"],
                 "commands.requires.dependencies",
-                self.many(req, "dependencies", rbase),
+                req,
+                "dependencies",
+                rbase,
             )
-            self.known(
-                self.ids["resources"],
-                "commands.requires.resources",
-                self.many(req, "resources", rbase),
+            self.known_many(
+                self.ids["resources"], "commands.requires.resources", req, "resources", rbase
             )
 
     def tests(self) -> None:
@@ -553,17 +585,15 @@ class Validator:
             if not has_assertions(expect):
                 loc = self.val_loc(test, "expect", self.key_loc(test, "expect", self.root))
                 self.missing("tests.expect assertion", loc, ebase)
-            self.known(self.routes, "tests.expect.route", self.one(expect, "route", ebase))
-            self.known(
-                self.routes, "tests.expect.route_order", self.many(expect, "route_order", ebase)
-            )
+            self.known_one(self.routes, "tests.expect.route", expect, "route", ebase)
+            self.known_many(self.routes, "tests.expect.route_order", expect, "route_order", ebase)
             for stem, known in (
                 ("after_success", self.actions),
                 ("elicit", self.ids["elicitations"]),
                 ("matched_rules", self.rules),
             ):
                 for name in (stem, f"{stem}_exact", f"not_{stem}"):
-                    self.known(known, f"tests.expect.{name}", self.many(expect, name, ebase))
+                    self.known_many(known, f"tests.expect.{name}", expect, name, ebase)
 
 
 def has_assertions(expect: dict[str, Any]) -> bool:

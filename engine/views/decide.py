@@ -120,7 +120,7 @@ def _insert_point(text: str, data: LocDict) -> tuple[int, str, bool]:
     if not tests and "[" in lines[key_line - 1]:
         msg = "`tests: []` is a flow sequence; write `tests:` to append to it"
         raise InputError(msg, title="Cannot save scenario")
-    later = [pos.line for key, pos in data.key_pos.items() if pos.line > key_line]
+    later = [line for line in (data.where(key).line for key in data) if line > key_line]
     end = (min(later) - 1) if later else len(lines)  # 1-based last line of the block
     while end > key_line and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
         end -= 1

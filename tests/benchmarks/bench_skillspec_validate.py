@@ -48,6 +48,19 @@ def command() -> list[str]:
     return [sys.executable, "-m", "engine.cli.skillspec"]
 
 
+def script_note() -> str:
+    """Whether the installed script runs ``engine.cli.skillspec:run`` (the exit without teardown).
+
+    A venv installed before the entry point changed still runs ``main``; its
+    figures then include the interpreter's teardown until ``pip install -e .``.
+    """
+    if not SCRIPT.exists():
+        return "no console script: `python -m engine.cli.skillspec`"
+    if "import run" in SCRIPT.read_text(encoding="utf-8", errors="replace"):
+        return "console script runs engine.cli.skillspec:run"
+    return "console script predates engine.cli.skillspec:run (reinstall: pip install -e .)"
+
+
 def child_env() -> dict[str, str]:
     env = with_bytecode(dict(os.environ))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
@@ -113,7 +126,7 @@ def run(quick: bool) -> list[Row]:
                     + f"); {cold.over_pass_ms:.0f} ms over bare interpreter start; in process"
                     f" the same work takes {in_process_ms(spec, what):.1f} ms; CPU"
                     f" {cold.cpu_ms:.1f} ms against {cold.pass_cpu_ms:.1f} ms; ratio ="
-                    f" pass / {what}; {interpreter_note()}; {load_note()}"
+                    f" pass / {what}; {script_note()}; {interpreter_note()}; {load_note()}"
                 ),
             )
         )

@@ -5,9 +5,9 @@ validate`` from shells and pre-commit hooks, so their import sets are pinned
 here: a later change that pulls argparse, the command registry, another
 command's module, aiohttp, OpenTelemetry, protobuf or the CEL runtime into
 them, PyYAML or tomllib (for a plain harness.toml) into the hook, sqlite3
-into validate, or dataclasses (with inspect) into either, ``typing`` into validate or the
-rest of PyYAML (its constructors' datetime and base64) into validate or test, fails a test
-instead of silently costing every call. The engine modules each path may load are listed
+into validate, or dataclasses (with inspect) into either, ``typing`` or the rest of PyYAML
+(its constructors' datetime and base64) into validate or test, fails a test instead of
+silently costing every call. The engine modules each path may load are listed
 exactly; adding one to a path means adding it here, on purpose.
 
 Their plain-argument fast paths are also checked against argparse: whatever
@@ -114,6 +114,7 @@ VALIDATE_ENGINE = {
     "engine.skillspec.schema",
     "engine.skillspec.structure",
     "engine.skillspec.validate",
+    "engine.yamlscalars",
     "engine.yamlsrc",
 }
 
@@ -211,6 +212,8 @@ def test_skillspec_test_loads_only_the_checker_and_decide(tmp_path: Path) -> Non
     assert rc == 0
     banned = {"sqlite3", "hashlib", "tomllib", "dataclasses", "inspect", "argparse"}
     assert not loaded & (HEAVY | banned | NOT_PYYAML_PARSER)
+    # decide, its matcher and the scenario runner keep ``typing`` and json off the path too
+    assert not loaded & {"typing", "json"}
     assert {m for m in loaded if m.startswith("engine")} <= TEST_ENGINE
 
 
@@ -374,3 +377,65 @@ def test_the_fast_paths_run_the_handlers_the_command_table_names() -> None:
     for argv in (["validate", "s.yml"], ["test", "s.yml"], ["decide", "s.yml", "--inputs", "-"]):
         quick = skillspec.plain_args(argv)
         assert quick is not None and quick.handler is handler(SKILLSPEC.commands[argv[0]])
+
+
+# -- the console script exits without tearing the interpreter down ---------------------------
+
+#: ``main`` as the console script used to run it, and ``run``, as the console script runs it now.
+BY_MAIN = "import sys\nfrom engine.cli.skillspec import main\nsys.exit(main())\n"
+BY_RUN = "from engine.cli.skillspec import run\nrun()\n"
+#: An object whose finaliser writes to stderr when the interpreter tears its module down.
+TEARDOWN_PROBE = (
+    "import sys, types\n"
+    "class Probe:\n"
+    "    def __del__(self):\n"
+    "        sys.stderr.write('torn down\\n')\n"
+    "probe = types.ModuleType('probe')\n"
+    "probe.it = Probe()\n"
+    "sys.modules['probe'] = probe\n"
+)
+
+
+def _run(code: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def test_the_console_script_says_and_exits_what_main_does(tmp_path: Path) -> None:
+    valid = write(tmp_path, VALID)
+    invalid = write(tmp_path, VALID.replace("schema: skillspec/v0", "schema: 7"), "bad.spec.yml")
+    for argv in (
+        ["validate", str(valid)],
+        ["validate", "--json", str(invalid)],
+        ["validate", str(tmp_path / "absent.spec.yml")],
+        ["test", str(valid), "--json"],
+        ["validate"],  # a usage error: argparse's SystemExit
+    ):
+        by_main, by_run = _run(BY_MAIN, *argv), _run(BY_RUN, *argv)
+        assert (by_run.returncode, by_run.stdout, by_run.stderr) == (
+            by_main.returncode,
+            by_main.stdout,
+            by_main.stderr,
+        ), argv
+    assert {_run(BY_RUN, "validate", str(p)).returncode for p in (valid, invalid)} == {0, 1}
+
+
+def test_the_console_script_skips_the_teardown_unless_something_waits_for_the_exit(
+    tmp_path: Path,
+) -> None:
+    valid = str(write(tmp_path, VALID))
+    assert "torn down" in _run(TEARDOWN_PROBE + BY_MAIN, "validate", valid).stderr
+    fast = _run(TEARDOWN_PROBE + BY_RUN, "validate", valid)
+    assert fast.returncode == 0 and fast.stdout.startswith("ok: ")
+    assert "torn down" not in fast.stderr
+    # an atexit handler (a coverage tracer, logging) gets the ordinary exit, teardown and all
+    waiting = _run(
+        "import atexit, sys\natexit.register(sys.stderr.write, 'at exit\\n')\n"
+        + TEARDOWN_PROBE
+        + BY_RUN,
+        "validate",
+        valid,
+    )
+    assert waiting.returncode == 0 and waiting.stdout.startswith("ok: ")
+    assert "at exit" in waiting.stderr and "torn down" in waiting.stderr

@@ -75,7 +75,7 @@ def test_pyproject_declares_the_console_plugin_point() -> None:
     scripts = data["project"]["scripts"]
     assert scripts == {
         "harness": "engine.cli.harness:main",
-        "skillspec": "engine.cli.skillspec:main",
+        "skillspec": "engine.cli.skillspec:run",
     }
 
 
