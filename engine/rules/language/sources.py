@@ -18,8 +18,10 @@ broken rule file the last good version of its rules
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Final
 
@@ -126,8 +128,8 @@ def keep_last_good(previous: LoadResult | None, new: LoadResult) -> LoadResult:
 class FollowedRules:
     """The rules and config the acting process acts with, reloaded when their files change.
 
-    A watcher thread (watchfiles, on the rule directories and ``harness.toml``'s
-    directory) sets :attr:`changed`; the acting loop then rebuilds its
+    A watcher thread (watchfiles on the rule directories, a poll of
+    ``harness.toml``) sets :attr:`changed`; the acting loop then rebuilds its
     evaluator after :meth:`reload`. ``say`` writes one line per event.
     """
 
@@ -155,27 +157,28 @@ class FollowedRules:
         """Start watching (a daemon thread that ends with ``stop``)."""
         from engine.config import config_path
 
-        dirs = {config_path().parent, *rule_sources(self.config, self.policy).watch}
-        roots = sorted(str(d) for d in dirs if d.is_dir())
+        roots = sorted(str(d) for d in rule_sources(self.config, self.policy).watch if d.is_dir())
         threading.Thread(
-            target=self._watch, args=(roots, stop), name="rule-watch", daemon=True
+            target=self._watch, args=(roots, config_path(), stop), name="rule-watch", daemon=True
         ).start()
         self.ready.wait(5)
 
-    def _watch(self, roots: list[str], stop: threading.Event) -> None:
-        from watchfiles import watch
+    def _watch(self, roots: list[str], config: Path, stop: threading.Event) -> None:
+        """Set :attr:`changed` on a rule file's change (watched) or ``harness.toml``'s (polled).
 
-        # the first (empty) yield after rust_timeout says the watches are in place
-        for changes in watch(
-            *roots,
-            stop_event=stop,
-            debounce=150,
-            step=250,
-            rust_timeout=500,
-            yield_on_timeout=True,
-            recursive=True,
-        ):
+        ``harness.toml`` is looked at (one ``stat``) each time the watcher
+        yields, at least twice a second, rather than watched: its directory
+        often holds the store too, and a watch there woke on every write to
+        the journal's WAL (in serve, a sixth of its CPU per OTLP record went
+        to those events and their handling).
+        """
+        seen = _signature(config)
+        for changes in _changes(roots, stop):
             self.ready.set()
+            now = _signature(config)
+            if now != seen:
+                seen = now
+                self.changed.set()
             if any(Path(p).suffix in (".yml", ".yaml", ".toml") for _c, p in changes):
                 self.changed.set()
 
@@ -198,3 +201,35 @@ class FollowedRules:
         self.config, self.loaded = config, loaded
         self.say(f"rules reloaded: {len(loaded.rules)} rule(s)")
         return True
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file's edit or replacement: inode, mtime (ns) and size; None when absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _changes(roots: list[str], stop: threading.Event) -> Iterator[AbstractSet[tuple[object, str]]]:
+    """watchfiles' change sets under ``roots``, and an empty one at least every 0.5 s.
+
+    The first (empty) set says the watches are in place.
+    """
+    if not roots:
+        while True:
+            yield set()
+            if stop.wait(0.25):
+                return
+    from watchfiles import watch
+
+    yield from watch(
+        *roots,
+        stop_event=stop,
+        debounce=150,
+        step=250,
+        rust_timeout=500,
+        yield_on_timeout=True,
+        recursive=True,
+    )
