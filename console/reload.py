@@ -1,5 +1,8 @@
 """File watching: spec globs, rule directories and harness.toml reload on change.
 
+harness.toml alone is polled (twice a second, one ``stat``): its directory
+often holds the store, and a watch there would wake on every write to it.
+
 watchfiles watches the parent directories, recursively so that a spec glob
 like ``~/skills/**/skill.spec.yml`` sees new and nested files (editors save by
 writing a temp file and renaming it over the original, which a watch on the
@@ -19,6 +22,7 @@ from typing import Protocol
 from textual.message import Message
 from watchfiles import awatch
 
+from engine.config import config_signature
 from engine.views.session import ConsoleOptions, classify_change
 
 #: How often the watcher's thread wakes to check for changes and for the stop
@@ -51,6 +55,33 @@ async def watch_files(
     step_ms: int = STEP_MS,
 ) -> None:
     """Post a :class:`FilesChanged` for every relevant batch of changes until ``stop``."""
+    poll = asyncio.create_task(_poll_config(options.config_file, post, stop, step_ms / 1000))
+    try:
+        await _watch_dirs(options, post, stop, force_polling, debounce_ms, step_ms)
+        await stop.wait()
+    finally:
+        poll.cancel()
+
+
+async def _poll_config(path: Path, post: PostTarget, stop: asyncio.Event, every_s: float) -> None:
+    """``harness.toml``, polled: a watch on its directory would wake on every store write."""
+    seen = config_signature(path)
+    while not stop.is_set():
+        await asyncio.sleep(every_s)
+        now = config_signature(path)
+        if now != seen:
+            seen = now
+            post.post_message(FilesChanged({"config"}, [path]))
+
+
+async def _watch_dirs(
+    options: ConsoleOptions,
+    post: PostTarget,
+    stop: asyncio.Event,
+    force_polling: bool | None,
+    debounce_ms: int,
+    step_ms: int,
+) -> None:
     dirs = options.watch_dirs()
     if not dirs:
         return

@@ -50,6 +50,20 @@ def config_path() -> Path:
     return Path(base) / "harness" / "harness.toml"
 
 
+def config_signature(path: Path) -> tuple[int, int, int] | None:
+    """What tells an edit or a rename-save of ``harness.toml``: inode, mtime (ns), size.
+
+    The acting process and the console poll this rather than watch the file's
+    directory: that directory often holds the store too, and a watch there
+    wakes on every write to the journal's WAL. None when the file is absent.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def default_store_path() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(
         os.path.expanduser("~"), ".local", "state"

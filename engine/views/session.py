@@ -112,7 +112,11 @@ class ConsoleOptions:
         return expand_globs(self.spec_globs)
 
     def watch_dirs(self) -> list[Path]:
-        """Parent directories to watch: editors save by rename, so files alone are not enough."""
+        """Parent directories to watch: editors save by rename, so files alone are not enough.
+
+        Not ``harness.toml``'s: the console polls that file (see
+        :func:`engine.config.config_signature`), as its directory often holds the store.
+        """
         dirs: set[Path] = set()
         for pattern in self.spec_globs:
             dirs.add(_glob_root(pattern))
@@ -120,7 +124,6 @@ class ConsoleOptions:
             dirs.add(self.policy_dir)
         dirs.update(self.config.policy_rule_dirs())
         dirs.add(self.starter_dir)
-        dirs.add(self.config_file.parent)
         return sorted(d for d in dirs if d.is_dir())
 
 

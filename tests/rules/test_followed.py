@@ -82,7 +82,8 @@ def test_files_beside_harness_toml_are_neither_watched_nor_changes(
 
     monkeypatch.setattr(sources, "_changes", spy)
     stop = threading.Event()
-    followed.watch(stop)
+    followed.ready.clear()
+    followed.watch(stop)  # returns once the new watcher is in place
     stop.set()
     assert watched and str(tmp_path) not in watched[0]
     assert str(tmp_path / "policy") in watched[0]

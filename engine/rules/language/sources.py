@@ -18,14 +18,13 @@ broken rule file the last good version of its rules
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Final
 
-from engine.config import HarnessConfig
+from engine.config import HarnessConfig, config_signature
 from engine.errors import Diagnostic, InputError, Location
 from engine.record import Record
 from engine.rules.language.loader import default_sources, load_rules
@@ -166,16 +165,15 @@ class FollowedRules:
     def _watch(self, roots: list[str], config: Path, stop: threading.Event) -> None:
         """Set :attr:`changed` on a rule file's change (watched) or ``harness.toml``'s (polled).
 
-        ``harness.toml`` is looked at (one ``stat``) each time the watcher
-        yields, at least twice a second, rather than watched: its directory
-        often holds the store too, and a watch there woke on every write to
-        the journal's WAL (in serve, a sixth of its CPU per OTLP record went
-        to those events and their handling).
+        ``harness.toml`` is looked at (:func:`~engine.config.config_signature`)
+        each time the watcher yields, at least twice a second, rather than
+        watched: in serve, with the store beside it, a sixth of the CPU per
+        OTLP record went to the watch's events.
         """
-        seen = _signature(config)
+        seen = config_signature(config)
         for changes in _changes(roots, stop):
             self.ready.set()
-            now = _signature(config)
+            now = config_signature(config)
             if now != seen:
                 seen = now
                 self.changed.set()
@@ -201,15 +199,6 @@ class FollowedRules:
         self.config, self.loaded = config, loaded
         self.say(f"rules reloaded: {len(loaded.rules)} rule(s)")
         return True
-
-
-def _signature(path: Path) -> tuple[int, int, int] | None:
-    """What tells a file's edit or replacement: inode, mtime (ns) and size; None when absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _changes(roots: list[str], stop: threading.Event) -> Iterator[AbstractSet[tuple[object, str]]]:
