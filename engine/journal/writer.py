@@ -84,10 +84,8 @@ def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[object, ...]]) ->
         i += k
 
 
-_SET_SQL = (
-    "INSERT INTO journal_counters (name, value) VALUES (?, ?) "
-    "ON CONFLICT(name) DO UPDATE SET value = excluded.value"
-)
+_SET_HEAD = "INSERT INTO journal_counters (name, value) VALUES "
+_SET_TAIL = " ON CONFLICT(name) DO UPDATE SET value = excluded.value"
 _ADD_SQL = (
     "INSERT INTO journal_counters (name, value) VALUES (?, ?) "
     "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"
@@ -192,24 +190,35 @@ class _Marks:
         self.last_tick_at = last_tick_at
 
 
+_MARKS_SQL = (
+    "SELECT (SELECT value FROM journal_counters WHERE name = 'last_seq'), "
+    "(SELECT value FROM journal_counters WHERE name = 'last_at'), "
+    "(SELECT value FROM journal_counters WHERE name = 'last_tick_at'), "
+    "newest.seq, newest.at FROM (SELECT 1) LEFT JOIN "
+    "(SELECT seq, at FROM rule_journal ORDER BY seq DESC LIMIT 1) AS newest"
+)
+
+
 def read_marks(conn: sqlite3.Connection) -> tuple[int, int, int | None]:
     """(last_seq, last_at, last_tick_at) from counters and the newest row.
 
     Counters survive pruning; the newest row covers a store written before
     counters existed. Call inside the write transaction when the result is used
-    to assign ``seq``.
+    to assign ``seq``. One statement: each step a statement takes lets go of
+    the GIL, and in serve taking it back waits for a busy request thread.
     """
-    counters = dict(
-        conn.execute(
-            "SELECT name, value FROM journal_counters "
-            "WHERE name IN ('last_seq', 'last_at', 'last_tick_at')"
-        ).fetchall()
-    )
-    newest = conn.execute("SELECT seq, at FROM rule_journal ORDER BY seq DESC LIMIT 1").fetchone()
-    last_seq = max(int(counters.get("last_seq", 0)), newest[0] if newest else 0)
-    last_at = max(int(counters.get("last_at", 0)), newest[1] if newest else 0)
-    tick = counters.get("last_tick_at")
+    seq, at, tick, newest_seq, newest_at = conn.execute(_MARKS_SQL).fetchone()
+    last_seq = max(int(seq or 0), newest_seq or 0)
+    last_at = max(int(at or 0), newest_at or 0)
     return last_seq, last_at, int(tick) if tick is not None else None
+
+
+def _set_counters(conn: sqlite3.Connection, marks: list[tuple[str, int]]) -> None:
+    """Set named counters in one statement (see :func:`read_marks` on steps)."""
+    conn.execute(
+        _SET_HEAD + ", ".join(["(?, ?)"] * len(marks)) + _SET_TAIL,
+        [*chain.from_iterable(marks)],
+    )
 
 
 def add_counter(conn: sqlite3.Connection, name: str, delta: int) -> None:
@@ -386,7 +395,7 @@ class Committer:
             marks = [("last_seq", seq), ("last_at", now)]
             if new_tick is not None:
                 marks.append(("last_tick_at", new_tick))
-            conn.executemany(_SET_SQL, marks)
+            _set_counters(conn, marks)
             if refused_count:
                 conn.execute(_ADD_SQL, ("refused", refused_count))
             if dropped:
@@ -461,7 +470,7 @@ class Committer:
         marks = [("last_seq", m.last_seq), ("last_at", m.last_at)]
         if m.last_tick_at is not None:
             marks.append(("last_tick_at", m.last_tick_at))
-        self.conn.executemany(_SET_SQL, marks)
+        _set_counters(self.conn, marks)
 
 
 def _next_tick(last_tick_at: int | None, last_at: int) -> int:
