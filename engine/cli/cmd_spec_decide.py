@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from engine.skillspec.decide import CompiledSpec
 
 MAX_INPUTS_BYTES = 256 * 1024 * 1024
+#: Inputs decided (and decision lines written) at a time by ``decide --inputs``.
+CHUNK = 256
 
 
 def test_arguments(p: argparse.ArgumentParser) -> None:
@@ -201,15 +203,18 @@ def cmd_decide(args: argparse.Namespace) -> int:
         from engine.skillspec.batch import BatchDecider
 
         # Lines hold no reference cycles; pausing the cycle collector while
-        # thousands are made saves work, and output goes out in chunks rather
-        # than one write per line.
+        # thousands are made saves work. Output goes out a chunk at a time,
+        # small enough that its text and bytes stay in the CPU's cache (4,096
+        # lines of a kilobyte took a fifth more time, most of it writing).
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            lines = BatchDecider(compiled).line
+            lines_of = BatchDecider(compiled).lines_of
             write = _chunk_writer()
-            for start in range(0, len(texts), 4096):
-                write("\n".join(map(lines, texts[start : start + 4096])) + "\n")
+            for start in range(0, len(texts), CHUNK):
+                lines = lines_of(texts[start : start + CHUNK])
+                lines.append("")  # the last line's newline, without copying the chunk again
+                write("\n".join(lines))
         finally:
             if was_enabled:
                 gc.enable()

@@ -26,7 +26,6 @@ from engine.cli.skillspec import main
 from engine.jsontext import escape_surrogates
 from engine.skillspec.batch import WARM, BatchDecider
 from engine.skillspec.decide import compile_spec, decide, decision_json_line, matched_indices
-from engine.skillspec.matching import bit_positions
 from tests.benchmarks.bench_skillspec_decide import make_inputs, make_spec
 from tests.skillspec.decide_corpus import corpora
 
@@ -151,8 +150,7 @@ def test_batch_lines_equal_decide_on_random_specs(
     compiled = compile_spec(data)
     batch = BatchDecider(compiled)
     for text in texts + texts:  # the second pass reads remembered lines
-        bits = batch.masks.matched(text)
-        assert bit_positions(bits) == list(matched_indices(compiled, text)), text
+        assert batch.matched_indices(text) == list(matched_indices(compiled, text)), text
         assert batch.line(text) == decision_json_line(decide(compiled, text)), text
 
 
