@@ -13,13 +13,14 @@ import gc
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import EXIT_FAILED, EXIT_OK, print_json
 from engine.errors import Diagnostic, InputError, Location
 
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     from engine.skillspec.decide import CompiledSpec
 
@@ -234,12 +235,11 @@ def _chunk_writer() -> Callable[[str], None]:
     come from an input, and encoding refuses it), so the text is not searched
     first and the text layer does not encode it again.
     """
-    from engine.jsontext import escape_surrogates
-
     out = sys.stdout
     buffer = getattr(out, "buffer", None)
     encoding = (getattr(out, "encoding", "") or "").lower().replace("-", "")
     if buffer is None or encoding != "utf8":
+        from engine.jsontext import escape_surrogates
 
         def write_text(text: str) -> None:
             out.write(escape_surrogates(text))
@@ -250,7 +250,9 @@ def _chunk_writer() -> Callable[[str], None]:
     def write(text: str) -> None:
         try:
             data = text.encode("utf-8")
-        except UnicodeEncodeError:
+        except UnicodeEncodeError:  # a lone surrogate, from an input (json is loaded only then)
+            from engine.jsontext import escape_surrogates
+
             data = escape_surrogates(text).encode("utf-8")
         buffer.write(data)
 

@@ -40,28 +40,31 @@ KEEP_RATIO = 8
 #: compact), neither cased nor case-ignorable, never escaped by JSON, rare in input.
 JOIN = "\x7f"
 _JOIN8 = JOIN.encode()
+#: Between two inputs' runs: a run of its own (see :meth:`Masks.rules_of`).
+_BETWEEN = b" \x7f "
 #: Identifier bytes stay, :data:`JOIN` stays, every other byte becomes a space.
 _RUNS = RUN_BYTES[: ord(JOIN)] + _JOIN8 + RUN_BYTES[ord(JOIN) + 1 :]
 
 
-def prepared(texts: Sequence[str]) -> tuple[list[str], list[bytes]]:
-    """Each text JSON-encoded without its quotes, and its identifier runs (space-separated).
+def prepared(texts: Sequence[str]) -> tuple[list[str], bytes]:
+    """Each text JSON-encoded without its quotes, and the identifier runs of all of them.
 
-    The runs are those of the text lower-cased, as UTF-8 bytes with lone
+    The runs are those of each text lower-cased, as UTF-8 bytes with lone
     surrogates kept (see :func:`~engine.skillspec.matching.runs_of`), every
-    other byte a space. Encoding and lower-casing go character by character
-    (lower-casing looks at neighbours only for a final sigma, and
-    :data:`JOIN` is neither cased nor case-ignorable, so it ends a word as
-    the end of a text does), so when no text holds :data:`JOIN` they are
-    done once on the texts joined by it, then split.
+    other byte a space, each text's followed by the run ``JOIN``. Encoding
+    and lower-casing go character by character (lower-casing looks at
+    neighbours only for a final sigma, and :data:`JOIN` is neither cased nor
+    case-ignorable, so it ends a word as the end of a text does), so when no
+    text holds :data:`JOIN` they are done once on the texts joined by it.
     """
     joined = JOIN.join(texts)
     if texts and joined.count(JOIN) == len(texts) - 1:
-        low = joined.lower().encode("utf-8", "surrogatepass")
-        return _enc(joined)[1:-1].split(JOIN), low.translate(_RUNS).split(_JOIN8)
+        low = joined.lower().encode("utf-8", "surrogatepass").translate(_RUNS)
+        return _enc(joined)[1:-1].split(JOIN), low.replace(_JOIN8, _BETWEEN) + _BETWEEN
+    lowered = [text.lower().encode("utf-8", "surrogatepass") for text in texts]
     return (
         [_enc(text)[1:-1] for text in texts],
-        [text.lower().encode("utf-8", "surrogatepass").translate(RUN_BYTES) for text in texts],
+        b"".join(low.translate(RUN_BYTES) + _BETWEEN for low in lowered),
     )
 
 
@@ -85,8 +88,8 @@ class BatchDecider:
 
     def matched_indices(self, text: str) -> list[int]:
         """The indices of the rules ``text`` matches, in file order."""
-        _, lowered = prepared([text])
-        return lanes_of(self.masks.rules_of([text], lowered)[0])
+        _, runs = prepared([text])
+        return lanes_of(self.masks.rules_of([text], runs)[0])
 
     def line(self, text: str) -> str:
         """``decision_json_line(decide(compiled, text))``."""

@@ -27,7 +27,6 @@ from _json import encode_basestring as _enc  # json's C string encoder (no ASCII
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
-from typing import Any
 
 from engine.skillspec.decide import (
     BASIS_DEFAULT,
@@ -43,6 +42,10 @@ from engine.skillspec.matching import (
     AllOf,
     bit_positions,
 )
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Up to this many rules, rule ``i``'s byte holds its number ``i + 1``; above, only a flag.
 NAMED_RULES = 254
@@ -170,21 +173,19 @@ class Masks:
         ]
         self.matcher = compiled.index.matcher(payload)
 
-    def rules_of(self, texts: Sequence[str], runs: Sequence[bytes]) -> list[int]:
-        """Each text's matched rule bytes; ``runs``: its identifier runs, space-separated.
+    def rules_of(self, texts: Sequence[str], runs: bytes) -> list[int]:
+        """Each text's matched rule bytes; ``runs``: their runs, each text's followed by ``\\x7f``.
 
         :meth:`~engine.skillspec.matching.PhraseMatcher.scan` and the two
-        :meth:`AllOf.met` checks (the gated spellings', the groups'), inline:
-        this loop is most of the time per input.
+        :meth:`AllOf.met` checks (the gated spellings', the groups'), inline,
+        over the runs of all the texts at once: this loop is most of the time
+        per input.
         """
         matcher = self.matcher
-        words, keys, top, gate_shift = matcher.words, matcher.keys, matcher.mask, matcher.shift
-        gate_fill, gate_steps, gate_starts = (
-            matcher.need.fill,
-            matcher.need.shifts,
-            matcher.need.starts,
-        )
-        groups = self.groups
+        words = {**matcher.words, b"\x7f": -1}  # -1: the end of a text's runs
+        top, gate_shift = matcher.mask, matcher.shift
+        need, groups = matcher.need, self.groups
+        gate_fill, gate_steps, gate_starts = need.fill, need.shifts, need.starts
         fill, steps, starts = groups.fill, groups.shifts, groups.starts
         rule_mask, always, group_mask, group_shift = (
             self.rule_mask,
@@ -194,13 +195,20 @@ class Masks:
         )
         allowed, pred_shift = self.allowed, self.pred_shift
         literal, gated_in, literal_in = matcher.literal, matcher.gated_in, matcher.literal_in
+        get = words.get
+        each = iter(texts)
         out: list[int] = []
         append = out.append
-        for text, line_runs in zip(texts, runs, strict=True):
-            found = 0
-            for run in keys.intersection(line_runs.split()):
-                found |= words[run]
-            if found > top:  # the first run of a spelling with separators is there
+        found = 0
+        for run in runs.split():
+            payload = get(run, 0)
+            if payload > 0:
+                found |= payload
+                continue
+            if not payload:
+                continue
+            text = next(each)  # the end of this text's runs
+            if found > top:  # the first and last runs of a spelling with separators are there
                 met = found >> gate_shift | gate_fill
                 for step in gate_steps:
                     met &= met >> step
@@ -211,7 +219,7 @@ class Masks:
             if literal:
                 found |= literal_in(text.lower())
             rules = found & rule_mask | always
-            if found & group_mask:
+            if found & group_mask:  # (an AllOf start bit ANDs only the bits of its block)
                 met = found >> group_shift | fill
                 for step in steps:
                     met &= met >> step
@@ -219,6 +227,7 @@ class Masks:
                 if met:
                     rules |= self._multi(met)
             append(rules & allowed[found >> pred_shift])
+            found = 0
         return out
 
     def _multi(self, met: int) -> int:
@@ -259,8 +268,8 @@ class Field:
         self.codes: bytes | list[bytes] = b""
         if not owned or len(set(owned)) == 1:
             self.way = "same"
-        elif len(distinct) >= SEP:
-            self.way = "one by one"  # too many items to number in a byte
+        elif len(distinct) >= SEP or len(lists) > NAMED_RULES:
+            self.way = "one by one"  # too many items (or rules) to number in a byte
         else:
             self.way = "bulk"
             for item, k in number.items():
@@ -290,11 +299,11 @@ class Field:
             items = numbers.translate(codes).translate(None, b"\0")
         else:
             items = b"".join(pick(codes))
-        if not self.repeats:
-            pass
-        elif len(items) > DICT_ITEMS * len(matched):  # a dict keeps each first occurrence
-            items = _SEP.join(map(bytes, map(dict.fromkeys, items.split(_SEP))))
-        else:
+        if self.repeats and len(items) > DICT_ITEMS * len(matched):
+            # a dict per input keeps each item's first occurrence, in order
+            firsts = map(dict.fromkeys, items.split(_SEP, len(matched))[: len(matched)])
+            return list(map("".join, map(map, repeat(self.pieces.__getitem__), firsts)))
+        if self.repeats:
             items = _REPEAT.sub(b"", items[::-1])[::-1]
         return cut(itemgetter(*items)(self.pieces), len(matched))
 
@@ -339,7 +348,7 @@ class Tables:
 
         def by_length(values: list[Any], none: Any) -> list[Any]:
             """``values[i]`` for every bit_length the byte of rule ``i`` can give, ``none`` at 0."""
-            return [none, *(v for v in values for _ in range(8))]
+            return [none, *chain.from_iterable(map(repeat, values, repeat(8)))]
 
         #: by rule number: the rule's matched_rules entry followed by ", " (CUT at SEP)
         self.entries = ["", *(compiled.entries[r.index].json + ", " for r in rules)]

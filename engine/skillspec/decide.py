@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
 
 from engine.errors import Diagnostic, InputError, Location
 from engine.skillspec.decision import (
@@ -40,6 +39,10 @@ from engine.skillspec.matching import (
     normalize_input,
     normalize_phrase,
 )
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "BASIS_DEFAULT",

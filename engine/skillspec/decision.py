@@ -10,10 +10,13 @@ through ``exec``) before checking a single scenario.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
 
 from engine.record import Record
 from engine.skillspec.matching import PhraseIndex
+
+TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 try:  # the C string encoder json.dumps uses (no ASCII escaping), without importing json
     from _json import encode_basestring as _enc
