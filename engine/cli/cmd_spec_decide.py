@@ -139,12 +139,12 @@ def read_inputs(source: str) -> list[str]:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise _line_error(source, line, 0, "not valid UTF-8") from exc
+    fast = _string_lines(text)
+    if fast is not None:
+        return fast
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the file's final newline
-    fast = _string_lines(lines)
-    if fast is not None:
-        return fast
     from engine.jsontext import JsonTextError, loads
 
     out: list[str] = []
@@ -159,29 +159,36 @@ def read_inputs(source: str) -> list[str]:
     return out
 
 
-def _string_lines(lines: list[str]) -> list[str] | None:
-    """Every line's string when each line is exactly one JSON string (else None).
+def _string_lines(text: str) -> list[str] | None:
+    """Every line's string when each line of ``text`` is exactly one JSON string (else None).
 
-    The usual file: each line is read by the C string scanner ``json.loads``
-    itself uses, and must end where its string ends. Anything else, even one
-    line, goes the line-by-line way, which names the first bad line exactly
-    as before.
+    The usual file: each line is read, where it lies in the text (no line
+    is cut out first), by the C string scanner ``json.loads`` itself uses,
+    and must end where its string ends: at a newline, or at the end of the
+    text less one final newline. (A string cannot run past its line: JSON
+    refuses a raw newline in one.) Anything else, even one line, goes the
+    line-by-line way, which names the first bad line exactly as before.
     """
     from _json import scanstring  # the C scanner json.loads reads strings with
 
+    if not text:
+        return []
+    size = len(text) - 1 if text[-1] == "\n" else len(text)
     out: list[str] = []
     append = out.append
+    at = 0
     try:
-        for line in lines:
-            if line[:1] != '"':
-                return None
-            value, end = scanstring(line, 1)
-            if end != len(line):
-                return None
+        while at < size and text[at] == '"':
+            value, end = scanstring(text, at + 1)
             append(value)
+            if end == size:
+                return out
+            if text[end] != "\n":
+                return None
+            at = end + 1
     except ValueError:
         return None
-    return out
+    return None  # an empty line, or one that does not start with a quote
 
 
 def _line_error(source: str, line: int, col: int, message: str) -> InputError:

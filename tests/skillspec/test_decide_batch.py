@@ -106,6 +106,40 @@ def test_input_lines_read_fast_or_slow_the_same(
         assert where in str(err.value)
 
 
+def _each_line(text: str) -> list[str] | None:
+    """What the reader accepted line by line before reading in place: the oracle."""
+    from _json import scanstring
+
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out = []
+    for line in lines:
+        if line[:1] != '"':
+            return None
+        try:
+            value, end = scanstring(line, 1)
+        except ValueError:
+            return None
+        if end != len(line):
+            return None
+        out.append(value)
+    return out
+
+
+_LINE = st.sampled_from(['"ok"', '""', '"a\\"b"', '"x\\u00e9"', ' "pad"', '"pad" ', '"a" "b"'])
+_LINE |= st.sampled_from(['"open', '"\\', "42", "", '"t\\nab"', '"cr"\r', '"x"\n"y"'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, max_size=5), st.sampled_from(["", "\n", "\n\n"]))
+def test_input_lines_read_in_place_as_line_by_line(lines: list[str], end: str) -> None:
+    from engine.cli.cmd_spec_decide import _string_lines
+
+    text = "\n".join(lines) + end
+    assert _string_lines(text) == _each_line(text)
+
+
 # --- the batch path's rule bits against decide, on random specs and inputs
 
 _VOCAB = ["go", "gos", "stop", "in sync", "a-b", "a a", "c++", "?", "test", "weekly", "every day"]
