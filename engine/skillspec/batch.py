@@ -9,10 +9,11 @@ of the same line. Inputs are decided a chunk at a time instead:
 - Everything after ``"input"`` depends only on which rules matched, so it is
   built straight from per-rule pieces encoded once per spec, never through a
   ``Decision``, and for a whole chunk at once with a few C calls (see
-  :mod:`engine.skillspec.batch_tables`); inputs of a chunk that match the
-  same rules share one.
-- Lower-casing and JSON-encoding the inputs are done on the whole chunk
-  joined by a character none of them holds, then split.
+  :mod:`engine.skillspec.batch_tables`).
+- Which rules matched is read for the whole chunk in one loop over its
+  identifier runs (see :mod:`engine.skillspec.batch_masks`); lower-casing,
+  finding the runs and JSON-encoding the inputs are done on the whole
+  chunk joined by a character none of them holds.
 - Deciding is a pure function of the text, so an input seen before in the
   batch gets the line it got then (inputs repeat in real batches: replays,
   evaluation sets).
@@ -27,7 +28,8 @@ from __future__ import annotations
 from _json import encode_basestring as _enc  # json's C string encoder (no ASCII escaping)
 from collections.abc import Sequence
 
-from engine.skillspec.batch_tables import Masks, Tables, lanes_of
+from engine.skillspec.batch_masks import Masks, lanes_of
+from engine.skillspec.batch_tables import Tables
 from engine.skillspec.decide import CompiledSpec
 from engine.skillspec.matching import RUN_BYTES
 

@@ -1,23 +1,23 @@
-"""The tables batch decide runs on: which rules an input matches, and the text they give.
+"""Decision lines for a whole chunk of inputs at once, from per-rule pieces encoded once.
 
-Why tables and whole chunks: a decision line is about a kilobyte for an
-input of a few words, and deciding it one Python step per rule, or even one
-C call per field per input, costs several times a JSON echo of the input
-(each call into C costs hundreds of instructions before it does anything).
-So :class:`Masks` reads an input in one short loop into one integer with a
-byte per rule, and :class:`Tables` turns the integers of a whole chunk of
-inputs into their lines' tails with a few C calls per chunk: the bytes of
-all of them, zero bytes deleted, are the matched rules' numbers in file
-order (255 between two inputs); one ``operator.itemgetter`` of those
-numbers picks each rule's encoded piece of a field for every input at
-once; ``join``, ``replace`` and ``split`` cut the result back into one
-string per input. Lists whose items repeat across rules (forbid, elicit,
-after_success) keep each item's first occurrence: as one byte per item,
-a regular expression deletes, in all inputs at once, every item that
-occurred earlier in its input.
+Why whole chunks: a decision line is about a kilobyte for an input of a few
+words, and building it one Python step per matched rule, or even one C call
+per field per input, costs several times a JSON echo of the input (a call
+into C costs hundreds of instructions before it does anything). So
+:class:`Tables` takes the matched rules of every input of a chunk (from
+:class:`~engine.skillspec.batch_masks.Masks`: an integer with a byte per
+rule) and makes their lines with a few C calls per chunk: the bytes of all
+of them, zero bytes deleted, are the matched rules' numbers in file order
+(:data:`SEP` between two inputs); one ``operator.itemgetter`` of those
+numbers picks each matched rule's encoded entry for every input at once,
+and ``join`` then ``split`` at the separator's piece give one text per
+input. The lists whose items repeat across rules (forbid, elicit,
+after_success) go the same way as one byte per item (:class:`Field`),
+keeping each item's first occurrence in its input.
 
-Specs of more than :data:`NAMED_RULES` rules, or a list field of more than
-254 distinct items, take the same tables one rule at a time.
+Specs of more than :data:`~engine.skillspec.batch_masks.NAMED_RULES` rules,
+or a list field of more than 254 distinct items, take the same tables one
+rule at a time.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
 
+from engine.skillspec.batch_masks import NAMED_RULES, lanes_of
 from engine.skillspec.decide import (
     BASIS_DEFAULT,
     BASIS_ROUTE_ORDER,
@@ -37,19 +38,12 @@ from engine.skillspec.decide import (
     CompiledSpec,
     allow_json,
 )
-from engine.skillspec.matching import (
-    BOOLEAN_PREDICATES,
-    AllOf,
-    bit_positions,
-)
 
 TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
     from typing import Any
 
-#: Up to this many rules, rule ``i``'s byte holds its number ``i + 1``; above, only a flag.
-NAMED_RULES = 254
-#: The number that separates two inputs' rule numbers (never a rule's).
+#: The number that separates two inputs' rule (or item) numbers: never a rule's or an item's.
 SEP = 255
 #: The piece a separator picks: a character JSON text never holds unescaped.
 CUT = "\x00"
@@ -61,16 +55,6 @@ _REPEAT = re.compile(rb"([^\xff])(?=[^\xff]*?\1)")
 #: Past this many items per input, a dict per input drops repeats faster than the
 #: expression, whose cost grows with the square of an input's items.
 DICT_ITEMS = 8
-
-
-def lanes_of(rules: int) -> list[int]:
-    """The rule indices whose bytes are set in ``rules``, in file order."""
-    out = []
-    while rules:
-        lane = ((rules & -rules).bit_length() - 1) >> 3
-        rules &= ~(255 << (8 * lane))
-        out.append(lane)
-    return out
 
 
 def cut(pieces: Iterable[str], count: int) -> list[str]:
@@ -93,151 +77,6 @@ def _selection(route: str, basis: str, rule_id: str | None, reason: str | None) 
     )
 
 
-def _booleans_hold(rule: CompiledRule, used: list[str], state: int) -> bool:
-    return all(bool(state >> used.index(name) & 1) is value for name, value in rule.booleans)
-
-
-class Masks:
-    """A spec's rules as bytes of one integer, so which rules an input matches is a few int ops.
-
-    Rule ``i`` owns byte ``i`` (bits ``8i`` to ``8i+7``) and sets it to
-    ``i + 1`` (to 1 past :data:`NAMED_RULES` rules). The spec's
-    :class:`~engine.skillspec.matching.PhraseMatcher` gives, ORed together
-    over the phrases found: the byte of every rule with a single phrase group
-    (``user_says_any`` alone, or one ``user_says_all_groups`` entry) that the
-    phrase belongs to, an :class:`~engine.skillspec.matching.AllOf` bit
-    (above the rule bytes) for every group of the rules that need several,
-    and a bit per boolean predicate whose keyword occurs. Rules with only
-    boolean predicates are always candidates; the predicate bits then pick,
-    from a table of every combination, the rules whose booleans hold. The
-    rules found equal :func:`~engine.skillspec.decide.matched_indices` (a
-    property test checks).
-    """
-
-    __slots__ = (
-        "allowed",
-        "always",
-        "group_mask",
-        "group_shift",
-        "groups",
-        "matcher",
-        "multi",
-        "place",
-        "pred_shift",
-        "rule_mask",
-    )
-
-    def __init__(self, compiled: CompiledSpec) -> None:
-        rules = compiled.rules
-        count = len(rules)
-        named = count <= NAMED_RULES
-        #: per rule index, its byte holding its value, as an integer
-        self.place = place = [(i + 1 if named else 1) << (8 * i) for i in range(count)]
-        used = [n for n in BOOLEAN_PREDICATES if any(n == b for r in rules for b, _ in r.booleans)]
-        payload = [0] * len(compiled.index.phrases)
-        self.always = 0
-        multi: list[tuple[int, list[frozenset[int]]]] = []
-        for rule in rules:
-            need = ([rule.any_ids] if rule.any_phrases else []) + list(rule.group_ids)
-            if not rule.has_condition or not all(need):
-                continue  # never matches: no condition, or a group of empty phrases only
-            if not need:
-                self.always |= place[rule.index]
-            elif len(need) == 1:
-                for pid in need[0]:
-                    payload[pid] |= place[rule.index]
-            else:
-                multi.append((rule.index, need))
-        self.groups = AllOf(
-            [[(n, k) for k in range(len(need))] for n, (_, need) in enumerate(multi)]
-        )
-        #: AllOf block start bit -> the rule byte it stands for
-        self.multi = {start: place[multi[n][0]] for start, n in self.groups.owner.items()}
-        self.group_shift = shift = 8 * count
-        for n, (_, need) in enumerate(multi):
-            for k, group in enumerate(need):
-                for pid in group:
-                    payload[pid] |= self.groups.bits[(n, k)] << shift
-        self.pred_shift = shift = shift + len(multi) * self.groups.width
-        for k, name in enumerate(used):
-            for pid in compiled.bool_ids[name]:
-                payload[pid] |= 1 << (shift + k)
-        self.rule_mask = (1 << self.group_shift) - 1
-        self.group_mask = (1 << shift) - 1 - self.rule_mask
-        #: per combination of predicate bits, the rules whose booleans hold in it
-        plain = sum(place[r.index] for r in rules if not r.booleans)
-        checked = [r for r in rules if r.booleans]
-        self.allowed = [
-            plain + sum(place[r.index] for r in checked if _booleans_hold(r, used, state))
-            for state in range(1 << len(used))
-        ]
-        self.matcher = compiled.index.matcher(payload)
-
-    def rules_of(self, texts: Sequence[str], runs: bytes) -> list[int]:
-        """Each text's matched rule bytes; ``runs``: their runs, each text's followed by ``\\x7f``.
-
-        :meth:`~engine.skillspec.matching.PhraseMatcher.scan` and the two
-        :meth:`AllOf.met` checks (the gated spellings', the groups'), inline,
-        over the runs of all the texts at once: this loop is most of the time
-        per input.
-        """
-        matcher = self.matcher
-        words = {**matcher.words, b"\x7f": -1}  # -1: the end of a text's runs
-        top, gate_shift = matcher.mask, matcher.shift
-        need, groups = matcher.need, self.groups
-        gate_fill, gate_steps, gate_starts = need.fill, need.shifts, need.starts
-        fill, steps, starts = groups.fill, groups.shifts, groups.starts
-        rule_mask, always, group_mask, group_shift = (
-            self.rule_mask,
-            self.always,
-            self.group_mask,
-            self.group_shift,
-        )
-        allowed, pred_shift = self.allowed, self.pred_shift
-        literal, gated_in, literal_in = matcher.literal, matcher.gated_in, matcher.literal_in
-        get = words.get
-        each = iter(texts)
-        out: list[int] = []
-        append = out.append
-        found = 0
-        for run in runs.split():
-            payload = get(run, 0)
-            if payload > 0:
-                found |= payload
-                continue
-            if not payload:
-                continue
-            text = next(each)  # the end of this text's runs
-            if found > top:  # the first and last runs of a spelling with separators are there
-                met = found >> gate_shift | gate_fill
-                for step in gate_steps:
-                    met &= met >> step
-                met &= gate_starts
-                found &= top
-                if met:
-                    found |= gated_in(met, text.lower())
-            if literal:
-                found |= literal_in(text.lower())
-            rules = found & rule_mask | always
-            if found & group_mask:  # (an AllOf start bit ANDs only the bits of its block)
-                met = found >> group_shift | fill
-                for step in steps:
-                    met &= met >> step
-                met &= starts
-                if met:
-                    rules |= self._multi(met)
-            append(rules & allowed[found >> pred_shift])
-            found = 0
-        return out
-
-    def _multi(self, met: int) -> int:
-        """The bytes of the rules of several groups whose every group is met (AllOf starts)."""
-        rules = 0
-        for start in bit_positions(met):
-            rules |= self.multi[start]
-        return rules
-
-
 class Field:
     """One list field (forbid, elicit or after_success): its items, encoded once, as bytes.
 
@@ -247,9 +86,13 @@ class Field:
     rule number the bytes of its items' numbers (a ``bytes.translate``
     table when no rule has more than one, else a list), ``pieces`` each item
     number its encoding followed by ``", "`` (:data:`CUT` at :data:`SEP`).
-    When every rule that has items has the same ones, the field's text is
-    ``same`` or empty. ``per_rule`` (by rule number) serves the one rule at a
-    time way. Every text ends with ``", "`` unless empty.
+    Where an item can occur in two rules, its repeats in an input are
+    dropped by a dict per input when inputs hold many items (that costs per
+    item), else by :data:`_REPEAT` over the whole chunk (that costs per pair
+    of items in an input). When every rule that has items has the same ones,
+    the field's text is ``same`` or empty. ``per_rule`` (by rule number)
+    serves the one rule at a time way. Every text ends with ``", "`` unless
+    empty.
     """
 
     __slots__ = ("codes", "mask", "per_rule", "pieces", "repeats", "same", "way")
