@@ -101,18 +101,19 @@ class BatchDecider:
         """:meth:`line` of each text, deciding each distinct text not remembered once."""
         memo = self.lines
         fresh = dict.fromkeys(texts)
-        todo = list(fresh.keys() - memo.keys() if memo else fresh)
-        self.line_hits += len(texts) - len(todo)
+        todo = [text for text in fresh if text not in memo] if memo else list(fresh)
+        hits = len(texts) - len(todo)  # remembered, or earlier in the chunk
+        self.line_hits += hits
         quoted, runs = prepared(todo)
         matched = self.masks.rules_of(todo, runs)
-        lists = self.tables.lists(matched)
-        made = dict(zip(todo, self.tables.lines(quoted, matched, *lists), strict=True))
+        lines = self.tables.lines(quoted, matched, *self.tables.lists(matched))
         stored = len(memo)
         if self._room > 0 and (stored < WARM or self.line_hits * KEEP_RATIO >= stored):
-            memo.update(made)
-            self._room -= sum(map(len, made.values()))
-            made = memo
-        elif len(todo) < len(fresh):
-            for text in fresh.keys() - made.keys():
-                made[text] = memo[text]
+            memo.update(zip(todo, lines, strict=True))
+            self._room -= sum(map(len, lines))
+        if not hits:
+            return lines  # every text new and once: todo is texts
+        made = dict(zip(todo, lines, strict=True))
+        for text in fresh.keys() - made.keys():
+            made[text] = memo[text]
         return list(map(made.__getitem__, texts))
