@@ -28,7 +28,7 @@ from __future__ import annotations
 from _json import encode_basestring as _enc  # json's C string encoder (no ASCII escaping)
 from collections.abc import Sequence
 
-from engine.skillspec.batch_masks import Masks, lanes_of
+from engine.skillspec.batch_masks import END_RUN, Masks, lanes_of
 from engine.skillspec.batch_tables import Tables
 from engine.skillspec.decide import CompiledSpec
 from engine.skillspec.matching import RUN_BYTES
@@ -40,12 +40,11 @@ WARM = 2048
 KEEP_RATIO = 8
 #: Joins a chunk's inputs for the whole-chunk steps: ASCII (so the joined text stays
 #: compact), neither cased nor case-ignorable, never escaped by JSON, rare in input.
-JOIN = "\x7f"
-_JOIN8 = JOIN.encode()
+JOIN = END_RUN.decode()
 #: Between two inputs' runs: a run of its own (see :meth:`Masks.rules_of`).
-_BETWEEN = b" \x7f "
+_BETWEEN = b" " + END_RUN + b" "
 #: Identifier bytes stay, :data:`JOIN` stays, every other byte becomes a space.
-_RUNS = RUN_BYTES[: ord(JOIN)] + _JOIN8 + RUN_BYTES[ord(JOIN) + 1 :]
+_RUNS = RUN_BYTES[: ord(JOIN)] + END_RUN + RUN_BYTES[ord(JOIN) + 1 :]
 
 
 def prepared(texts: Sequence[str]) -> tuple[list[str], bytes]:
@@ -53,16 +52,17 @@ def prepared(texts: Sequence[str]) -> tuple[list[str], bytes]:
 
     The runs are those of each text lower-cased, as UTF-8 bytes with lone
     surrogates kept (see :func:`~engine.skillspec.matching.runs_of`), every
-    other byte a space, each text's followed by the run ``JOIN``. Encoding
-    and lower-casing go character by character (lower-casing looks at
-    neighbours only for a final sigma, and :data:`JOIN` is neither cased nor
-    case-ignorable, so it ends a word as the end of a text does), so when no
-    text holds :data:`JOIN` they are done once on the texts joined by it.
+    other byte a space, each text's followed by the run ``END_RUN`` (the
+    byte of :data:`JOIN`). Encoding and lower-casing go character by
+    character (lower-casing looks at neighbours only for a final sigma, and
+    :data:`JOIN` is neither cased nor case-ignorable, so it ends a word as
+    the end of a text does), so when no text holds :data:`JOIN` they are
+    done once on the texts joined by it.
     """
     joined = JOIN.join(texts)
     if texts and joined.count(JOIN) == len(texts) - 1:
         low = joined.lower().encode("utf-8", "surrogatepass").translate(_RUNS)
-        return _enc(joined)[1:-1].split(JOIN), low.replace(_JOIN8, _BETWEEN) + _BETWEEN
+        return _enc(joined)[1:-1].split(JOIN), low.replace(END_RUN, _BETWEEN) + _BETWEEN
     lowered = [text.lower().encode("utf-8", "surrogatepass") for text in texts]
     return (
         [_enc(text)[1:-1] for text in texts],

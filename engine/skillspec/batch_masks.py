@@ -17,6 +17,8 @@ from engine.skillspec.matching import BOOLEAN_PREDICATES, AllOf, bit_positions
 
 #: Up to this many rules, rule ``i``'s byte holds its number ``i + 1``; above, only a flag.
 NAMED_RULES = 254
+#: The run that ends each text's runs (:func:`engine.skillspec.batch.prepared` puts it there).
+END_RUN = b"\x7f"
 
 
 def lanes_of(rules: int) -> list[int]:
@@ -61,6 +63,7 @@ class Masks:
         "place",
         "pred_shift",
         "rule_mask",
+        "words",
     )
 
     def __init__(self, compiled: CompiledSpec) -> None:
@@ -108,9 +111,11 @@ class Masks:
             for state in range(1 << len(used))
         ]
         self.matcher = compiled.index.matcher(payload)
+        #: the matcher's runs and what each gives, and -1 for the run ending a text's runs
+        self.words = {**self.matcher.words, END_RUN: -1}
 
     def rules_of(self, texts: Sequence[str], runs: bytes) -> list[int]:
-        """Each text's matched rule bytes; ``runs``: their runs, each text's followed by ``\\x7f``.
+        """Each text's matched rule bytes; ``runs``: their runs, each text's followed by END_RUN.
 
         :meth:`~engine.skillspec.matching.PhraseMatcher.scan` and the two
         :meth:`AllOf.met` checks (the gated spellings', the groups'), inline,
@@ -118,7 +123,6 @@ class Masks:
         per input.
         """
         matcher = self.matcher
-        words = {**matcher.words, b"\x7f": -1}  # -1: the end of a text's runs
         top, gate_shift = matcher.mask, matcher.shift
         need, groups = matcher.need, self.groups
         gate_fill, gate_steps, gate_starts = need.fill, need.shifts, need.starts
@@ -131,7 +135,7 @@ class Masks:
         )
         allowed, pred_shift = self.allowed, self.pred_shift
         literal, gated_in, literal_in = matcher.literal, matcher.gated_in, matcher.literal_in
-        get = words.get
+        get = self.words.get
         each = iter(texts)
         out: list[int] = []
         append = out.append
