@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.cli.cmd_spec_decide import CHUNK
 from engine.cli.skillspec import main
 from engine.jsontext import escape_surrogates
 from engine.skillspec import batch_tables
@@ -61,6 +62,12 @@ def test_lines_equal_the_previous_implementations(
     for ours, theirs in zip(many, one, strict=True):
         assert ours == theirs
     assert again == many
+    for size in (CHUNK, 7):  # as the command does it, and in chunks that cut anywhere
+        chunked = BatchDecider(compiled).lines_of  # type: ignore[arg-type]
+        lines = [
+            line for at in range(0, len(inputs), size) for line in chunked(inputs[at : at + size])
+        ]
+        assert lines == one
     assert digest(one) == want["sha256"]
     assert digest(many) == want["sha256"]
 
