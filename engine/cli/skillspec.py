@@ -118,11 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return program().main(args)
     from engine.cli.common import run_main
 
-    if args[0] == "decide":  # its batch pauses the collector itself, around the batch
-        return run_main(quick.handler, quick)
-    # ``validate`` and ``test`` build the spec's values (tens of thousands of objects, no
-    # cycles among them) and are done: the cycle collector's passes over them free nothing
-    # and cost a twentieth of the command, so it is paused until the command returns.
+    # ``validate``, ``test`` and ``decide --inputs`` build the spec's values (tens of
+    # thousands of objects, no cycles among them) and are done: the cycle collector's passes
+    # over them free nothing and cost a twentieth of the command (~7M instructions of a
+    # decide's start), so it is paused until the command returns (a batch also pauses it).
     collecting = gc.isenabled()
     gc.disable()
     try:

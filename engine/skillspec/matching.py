@@ -129,7 +129,7 @@ def contains_phrase(text: str, phrase: str) -> bool:
 
 
 #: Byte table for :func:`runs_of`: identifier bytes stay, every other byte becomes a space.
-_RUN_BYTES = bytes(c if chr(c) in _IDENT else 32 for c in range(256))
+RUN_BYTES = bytes(c if chr(c) in _IDENT else 32 for c in range(256))
 
 
 def runs_of(text: str) -> list[bytes]:
@@ -139,7 +139,7 @@ def runs_of(text: str) -> list[bytes]:
     and every other character's UTF-8 bytes are at or above 0x80 (lone
     surrogates included, through ``surrogatepass``), so they separate runs.
     """
-    return text.encode("utf-8", "surrogatepass").translate(_RUN_BYTES).split()
+    return text.encode("utf-8", "surrogatepass").translate(RUN_BYTES).split()
 
 
 def bit_positions(mask: int) -> list[int]:
@@ -226,12 +226,14 @@ class PhraseMatcher:
       overlapping it would put an identifier character just before it.)
     - In any bounded occurrence of another spelling, each of its identifier
       runs is a whole run of the text; so the literal search
-      (:func:`bounded_contains`, the reference itself) runs only when all of
-      them are present (an :class:`AllOf`), and settles separators and overlaps.
+      (:func:`bounded_contains`, the reference itself) runs only when its
+      first and last runs are both present (an :class:`AllOf` of two, the
+      cheapest to check in every input), and settles the rest: the runs
+      between, separators and overlaps.
     - A spelling without identifier characters is searched literally.
     """
 
-    __slots__ = ("gated", "keys", "literal", "mask", "need", "shift", "words")
+    __slots__ = ("at_start", "gated", "keys", "literal", "mask", "need", "shift", "words")
 
     def __init__(self, spellings: Iterable[tuple[str, int]]) -> None:
         words: dict[bytes, int] = {}
@@ -246,7 +248,7 @@ class PhraseMatcher:
                 words[runs[0]] = words.get(runs[0], 0) | payload
             else:
                 gated.append((spelling, payload))
-                runs_needed.append(runs)
+                runs_needed.append([runs[0], runs[-1]])
         widest = max((p for _, p in gated), default=0) | max(words.values(), default=0)
         self.shift = shift = widest.bit_length()
         #: the payload bits of a scan's OR (above them: the runs gated spellings need)
@@ -256,6 +258,10 @@ class PhraseMatcher:
             assert isinstance(run, bytes)
             words[run] = words.get(run, 0) | bits << shift
         self.gated = gated
+        #: by the bit_length() of its AllOf block's start bit: a gated spelling and its payload
+        self.at_start: list[tuple[str, int]] = [("", 0)] * (self.need.starts.bit_length() + 1)
+        for start, n in self.need.owner.items():
+            self.at_start[start + 1] = gated[n]
         #: every run that matters, with what it gives on its own and the gates it opens
         self.words = words
         self.keys = frozenset(words)
@@ -275,11 +281,29 @@ class PhraseMatcher:
             met &= need.starts
             found &= self.mask
             if met:
-                gated = self.gated
-                for n in need.indices(met):
-                    spelling, payload = gated[n]
-                    if bounded_contains(text, spelling):
-                        found |= payload
+                found |= self.gated_in(met, text)
+        if self.literal:
+            found |= self.literal_in(text)
+        return found
+
+    def gated_in(self, met: int, text: str) -> int:
+        """The payloads of the gated spellings found in ``text`` among those ``met`` opens.
+
+        ``met``: AllOf start bits, one per spelling whose first and last runs are present.
+        """
+        at_start = self.at_start
+        found = 0
+        while met:
+            start = met & -met
+            met ^= start
+            spelling, payload = at_start[start.bit_length()]
+            if bounded_contains(text, spelling):
+                found |= payload
+        return found
+
+    def literal_in(self, text: str) -> int:
+        """The payloads of the spellings without identifier characters that occur in ``text``."""
+        found = 0
         for spelling, payload in self.literal:
             if spelling in text and bounded_contains(text, spelling):
                 found |= payload

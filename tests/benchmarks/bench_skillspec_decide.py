@@ -165,15 +165,21 @@ def _whole(tmp: Path, spec: Path, corpus: dict[str, Path]) -> dict[str, list[Any
 
 
 def _in_process(spec: Path, texts: list[str]) -> tuple[float, list[str]]:
-    """Seconds for load + compile + every line in this process (the figure beside the command)."""
+    """Seconds for load + compile + every line in this process (the figure beside the command).
+
+    The lines are made as the command makes them: a chunk of inputs at a time.
+    """
+    from engine.cli.cmd_spec_decide import CHUNK
     from engine.skillspec.batch import BatchDecider
     from engine.skillspec.load import load_decidable
 
     start = time.perf_counter()
     loaded = load_decidable(spec)
     assert loaded.compiled is not None
-    batch = BatchDecider(loaded.compiled)
-    lines = [batch.line(t) for t in texts]
+    lines_of = BatchDecider(loaded.compiled).lines_of
+    lines = [
+        line for at in range(0, len(texts), CHUNK) for line in lines_of(texts[at : at + CHUNK])
+    ]
     return time.perf_counter() - start, lines
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from contextlib import redirect_stdout
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.cli.cmd_spec_decide import CHUNK
 from engine.cli.skillspec import main
 from engine.jsontext import escape_surrogates
-from engine.skillspec.batch import WARM, BatchDecider
+from engine.skillspec import batch_tables
+from engine.skillspec.batch import WARM, BatchDecider, prepared
 from engine.skillspec.decide import compile_spec, decide, decision_json_line, matched_indices
-from engine.skillspec.matching import bit_positions
+from engine.skillspec.matching import runs_of
 from tests.benchmarks.bench_skillspec_decide import make_inputs, make_spec
 from tests.skillspec.decide_corpus import corpora
 
@@ -58,6 +62,12 @@ def test_lines_equal_the_previous_implementations(
     for ours, theirs in zip(many, one, strict=True):
         assert ours == theirs
     assert again == many
+    for size in (CHUNK, 7):  # as the command does it, and in chunks that cut anywhere
+        chunked = BatchDecider(compiled).lines_of  # type: ignore[arg-type]
+        lines = [
+            line for at in range(0, len(inputs), size) for line in chunked(inputs[at : at + size])
+        ]
+        assert lines == one
     assert digest(one) == want["sha256"]
     assert digest(many) == want["sha256"]
 
@@ -103,10 +113,46 @@ def test_input_lines_read_fast_or_slow_the_same(
         assert where in str(err.value)
 
 
+def _each_line(text: str) -> list[str] | None:
+    """What the reader accepted line by line before reading in place: the oracle."""
+    from _json import scanstring
+
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out = []
+    for line in lines:
+        if line[:1] != '"':
+            return None
+        try:
+            value, end = scanstring(line, 1)
+        except ValueError:
+            return None
+        if end != len(line):
+            return None
+        out.append(value)
+    return out
+
+
+_LINE = st.sampled_from(['"ok"', '""', '"a\\"b"', '"x\\u00e9"', ' "pad"', '"pad" ', '"a" "b"'])
+_LINE |= st.sampled_from(['"open', '"\\', "42", "", '"t\\nab"', '"cr"\r', '"x"\n"y"'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, max_size=5), st.sampled_from(["", "\n", "\n\n"]))
+def test_input_lines_read_in_place_as_line_by_line(lines: list[str], end: str) -> None:
+    from engine.cli.cmd_spec_decide import _string_lines
+
+    text = "\n".join(lines) + end
+    assert _string_lines(text) == _each_line(text)
+
+
 # --- the batch path's rule bits against decide, on random specs and inputs
 
 _VOCAB = ["go", "gos", "stop", "in sync", "a-b", "a a", "c++", "?", "test", "weekly", "every day"]
 _WORDS = [*_VOCAB, "login", "repo", "x_y", "", " ", "Go!", "GOS", "ago", "sync", "in", "b", "é"]
+# the character batch decide joins a chunk's inputs with, a final sigma, a lone surrogate
+_WORDS += ["\x7f", "x\x7fgo", "ΑΣ", "\ud800", "İ"]
 _phrases = st.lists(st.sampled_from([*_VOCAB, "", "  "]), max_size=3)
 _items = st.lists(st.sampled_from(["i1", "i2", "i3", 'q"']), max_size=3)
 _when = st.fixed_dictionaries(
@@ -149,11 +195,62 @@ def test_batch_lines_equal_decide_on_random_specs(
         "rules": [{"id": f"r{i}", **r} for i, r in enumerate(rules)],
     }
     compiled = compile_spec(data)
+    want = [decision_json_line(decide(compiled, text)) for text in texts]
     batch = BatchDecider(compiled)
-    for text in texts + texts:  # the second pass reads remembered lines
-        bits = batch.masks.matched(text)
-        assert bit_positions(bits) == list(matched_indices(compiled, text)), text
-        assert batch.line(text) == decision_json_line(decide(compiled, text)), text
+    for text, line in zip(texts + texts, want + want, strict=True):  # then remembered lines
+        assert batch.matched_indices(text) == list(matched_indices(compiled, text)), text
+        assert batch.line(text) == line, text
+    for items in (0, 10**9):  # repeats dropped by a dict per input, then by the expression
+        with _dict_items(items):
+            assert BatchDecider(compiled).lines_of(texts + texts[::-1]) == want + want[::-1]
+
+
+@contextmanager
+def _dict_items(value: int) -> Iterator[None]:
+    """Past how many list items per input batch decide drops repeats with dicts."""
+    kept = batch_tables.DICT_ITEMS
+    batch_tables.DICT_ITEMS = value
+    try:
+        yield
+    finally:
+        batch_tables.DICT_ITEMS = kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.sampled_from('aZ_9 -Σσς\x7fİ\ud800é"\\\n'), max_size=8), max_size=5))
+def test_a_chunk_is_prepared_as_each_text_alone(texts: list[str]) -> None:
+    quoted, runs = prepared(texts)
+    assert quoted == [json.dumps(t, ensure_ascii=False)[1:-1] for t in texts]
+    each = [runs_of(t.lower()) for t in texts]
+    assert runs.split() == [run for words in each for run in [*words, b"\x7f"]]
+
+
+def _wide_spec(rules: int, items: int) -> dict[str, Any]:
+    """``rules`` rules of one phrase each, forbidding ``items`` distinct items between them."""
+    return {
+        "schema": "skillspec/v0",
+        "id": "t.wide",
+        "routes": [{"id": "a", "rank": 1}],
+        "rules": [
+            {
+                "id": f"r{i}",
+                "when": {"user_says_any": [f"w{i % 40}"]},
+                "forbid": [f"f{i % items}", f"f{(i * 7) % items}"],
+                "after_success": [f"s{i % 3}"],
+                "reason": f"why {i}",
+            }
+            for i in range(rules)
+        ],
+    }
+
+
+@pytest.mark.parametrize(("rules", "items"), [(300, 20), (200, 300), (254, 254)])
+def test_specs_past_a_byte_of_rules_or_items_decide_the_same(rules: int, items: int) -> None:
+    compiled = compile_spec(_wide_spec(rules, items))
+    rnd = random.Random(rules + items)
+    texts = [" ".join(f"w{rnd.randrange(45)}" for _ in range(6)) for _ in range(300)]
+    want = [decision_json_line(decide(compiled, text)) for text in texts]
+    assert BatchDecider(compiled).lines_of(texts) == want
 
 
 def test_a_memo_stops_taking_lines_a_batch_never_asks_for_again() -> None:
