@@ -193,17 +193,7 @@ async def _until_stopped(stop: asyncio.Event, runtime: Any) -> str | None:
     return None
 
 
-#: How long a thread may run Python before one waiting for the GIL takes it
-#: (CPython's default is 5 ms). Serve's journal committer lets go of the GIL
-#: at each SQLite step and must take it back from a request thread busy
-#: mapping records; at 5 ms a commit of ~170 rows spent 9.5 ms of wall time for
-#: 3.1 ms of its own CPU, and the committer was what bounded OTLP ingest.
-#: At 0.5 ms the same commits took 6.6-7.6 ms.
-SWITCH_INTERVAL_S = 0.0005
-
-
 def run(store: Path, config: HarnessConfig, followed: FollowedRules, listen: Listen) -> int:
     """Run serve until SIGTERM/SIGINT; InputError for a refused listener or token."""
     token = check_listener(listen, config)
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
     return asyncio.run(_serve(store, config, followed, listen, token))
