@@ -24,7 +24,7 @@ from engine.rules.evaluation.host_sql import SqlHost
 from engine.rules.evaluation.window import SelectorNotIndexed, Shape
 
 if TYPE_CHECKING:
-    from engine.rules.evaluation.sweeps import Sweep
+    from engine.rules.evaluation.tallies import Tally
 
 ShapeKey = tuple[tuple[str, ...], str | None, int]
 
@@ -40,8 +40,8 @@ class ReplayHost(FastHost):
 
     ``filters`` holds each SQL-served shape's literal filter (column, allowed
     values). Answers are kept until the next row: the evaluator's gate and CEL
-    often ask the same call on the same row. A shape in ``sweeps`` is answered
-    by its sweep (:mod:`engine.rules.evaluation.sweeps`) where the sweep knows
+    often ask the same call on the same row. A shape in ``tallies`` is answered
+    by its tally (:mod:`engine.rules.evaluation.tallies`) where the tally knows
     the call, by its table otherwise.
     """
 
@@ -51,17 +51,17 @@ class ReplayHost(FastHost):
         tables: Mapping[ShapeKey, str],
         filters: Mapping[ShapeKey, tuple[tuple[str, frozenset[str]], ...]],
         conn: sqlite3.Connection,
-        sweeps: Mapping[ShapeKey, Sweep] | None = None,
+        tallies: Mapping[ShapeKey, Tally] | None = None,
     ) -> None:
         super().__init__(s for s in shapes if shape_key(s) not in tables)
         self._hosts = {name: SqlHost(conn, name) for name in set(tables.values())}
         self._route = {
             key: (self._hosts[name], filters.get(key, ())) for key, name in tables.items()
         }
-        self._sweeps = dict(sweeps or {})
+        self._tallies = dict(tallies or {})
         self._answers: dict[tuple[Any, ...], int | bool] = {}
         self._answered_at = -1
-        #: The last fed row: a sweep answers calls on that row's own values.
+        #: The last fed row: a tally answers calls on that row's own values.
         self.row: Sequence[Any] | None = None
 
     def feed(self, row: Sequence[Any]) -> None:
@@ -103,11 +103,11 @@ class ReplayHost(FastHost):
             self._answered_at = self.seq
         key = (fn, field, tuple(sorted(selector.items())), window_ms)
         found = self._answers.get(key)
-        if found is None and shape in self._sweeps:
+        if found is None and shape in self._tallies:
             row = self.row if self.row is not None and self.row[0] == self.seq else None
-            swept = self._sweeps[shape].answer(shape, row, selector, self.now_ms)
-            if swept is not None:
-                found = self._answers[key] = bool(swept) if fn == "exists" else swept
+            tallied = self._tallies[shape].answer(shape, row, selector, self.now_ms)
+            if tallied is not None:
+                found = self._answers[key] = bool(tallied) if fn == "exists" else tallied
         if found is None:
             sql.set_position(self.seq, self.now_ms)
             if fn == "count":

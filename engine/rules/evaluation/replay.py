@@ -43,21 +43,21 @@ from engine.rules.evaluation.replay_costs import (
     C_FEED,
     C_READ,
     C_SCAN,
-    C_SWEEP,
+    C_TALLY,
     Estimator,
     Stats,
 )
 from engine.rules.evaluation.shape_tables import ShapeTable, shape_table
-from engine.rules.evaluation.sweeps import Sweep, sweepable
+from engine.rules.evaluation.tallies import Tally, self_gated
 from engine.rules.evaluation.window import Shape, group_filters, plan_rule
 from engine.rules.language.gates import Gate
 from engine.rules.language.model import CompiledRule
 from engine.rules.language.prefilter import Clause, Condition, for_rule
 
 #: ``auto`` compares costs; ``sql`` prefers SQL on the journal's indexes, ``table``
-#: copies of the shapes' rows, ``sweep`` sweeps where they apply (else as ``auto``),
+#: copies of the shapes' rows, ``tally`` tallies where they apply (else as ``auto``),
 #: ``window`` the fed window index (the plain replay).
-Mode = Literal["auto", "sql", "table", "sweep", "window"]
+Mode = Literal["auto", "sql", "table", "tally", "window"]
 
 #: A row read through an index (entry, then table lookup) against one read in a pass.
 SCAN_FACTOR = 4
@@ -90,22 +90,22 @@ class ReplayPlan:
     #: Calls whose answers the candidate query computes as extra columns (SQL, with
     #: values), for the rows where a rule that makes them holds its other conditions.
     answers: tuple[tuple[Gate, Clause], ...] = ()
-    #: Sweeps to run: (sweep, rows after this ``at``, first seq, last seq); their
-    #: shapes are in ``sql_shapes`` too (the journal answers what a sweep cannot).
-    sweeps: tuple[tuple[Sweep, int, int, int], ...] = ()
+    #: Tallies to run: (tally, rows after this ``at``, first seq, last seq); their
+    #: shapes are in ``sql_shapes`` too (the journal answers what a tally cannot).
+    tallies: tuple[tuple[Tally, int, int, int], ...] = ()
 
     def open(self, conn: sqlite3.Connection) -> None:
-        """Create the shape tables (a pass over each shape's rows, in C) and run the sweeps."""
+        """Create the shape tables (a pass over each shape's rows, in C) and run the tallies."""
         for table, after_at, last_seq, indexes in self.tables:
             table.create(conn, after_at, last_seq, indexes)
-        for sweep, after_at, first_seq, last_seq in self.sweeps:
-            sweep.run(conn, after_at, first_seq, last_seq)
+        for tally, after_at, first_seq, last_seq in self.tallies:
+            tally.run(conn, after_at, first_seq, last_seq)
 
     def close(self, conn: sqlite3.Connection) -> None:
         for table, *_ in self.tables:
             table.drop(conn)
-        for sweep, *_ in self.sweeps:
-            sweep.drop(conn)
+        for tally, *_ in self.tallies:
+            tally.drop(conn)
 
     def host(self, rules: Sequence[CompiledRule], conn: sqlite3.Connection) -> FastHost:
         shapes = self.shapes
@@ -113,8 +113,8 @@ class ReplayPlan:
             shapes = tuple(s for cr in rules for s in plan_rule(cr.rule).shapes)
         if not self.sql_shapes:
             return FastHost(shapes)
-        swept = {key: sweep for sweep, *_ in self.sweeps for key in sweep.keys}
-        return ReplayHost(shapes, self.sql_shapes, self.filters, conn, swept)
+        tallied = {key: tally for tally, *_ in self.tallies for key in tally.keys}
+        return ReplayHost(shapes, self.sql_shapes, self.filters, conn, tallied)
 
 
 def plan_replay(
@@ -150,10 +150,10 @@ def plan_replay(
     for filters in groups.values():
         cols = tuple(name for name, _ in filters)
         sharing[cols] = sharing.get(cols, 0) + 1
-    swept = sweepable(rules, groups)
-    sweep_share: dict[tuple[Condition, ...], int] = {}
-    for key in swept:
-        sweep_share[groups[key]] = sweep_share.get(groups[key], 0) + 1
+    tallied = self_gated(rules, groups)
+    tally_share: dict[tuple[Condition, ...], int] = {}
+    for key in tallied:
+        tally_share[groups[key]] = tally_share.get(groups[key], 0) + 1
     where: dict[ShapeKey, str] = {}
     for key, filters in groups.items():
         users = [
@@ -161,20 +161,20 @@ def plan_replay(
         ]
         share = sharing[tuple(name for name, _ in filters)]
         choice = _choose(
-            est, key, filters, users, mode, share, sweep_share.get(filters, 0) * (key in swept)
+            est, key, filters, users, mode, share, tally_share.get(filters, 0) * (key in tallied)
         )
         if choice is not None:
             where[key] = choice
     tables, names = _tables(where, groups, first_at, last_seq)
-    sweeps = _sweeps(where, groups, swept, first, last_seq)
+    tallies = _tallies(where, groups, tallied, first, last_seq)
     sql_shapes = {key: (names[key] if kind == "table" else _JOURNAL) for key, kind in where.items()}
     chosen: dict[str, tuple[Clause, ...]] = {}
     for name, rule_gates in gates.items():
-        clauses = [s.clause(name) for s, *_ in sweeps if name in s.gates]
+        clauses = [s.clause(name) for s, *_ in tallies if name in s.gates]
         for gate in rule_gates:
             key = gate.shape_key
-            if where.get(key) == "sweep":
-                continue  # tested by the sweep's clause
+            if where.get(key) == "tally":
+                continue  # tested by the tally's clause
             table = sql_shapes.get(key)
             pred = gate_predicate(gate, est.available, None if table in (None, _JOURNAL) else table)
             if pred is None:
@@ -198,31 +198,31 @@ def plan_replay(
     shapes = tuple(s for v in planned.values() for s in v)
     literal = {k: groups[k] for k in sql_shapes}
     busy = [cr for cr in rules if cands[cr.rule.name] * ANSWER_SHARE >= rows]
-    answered = {k: t for k, t in sql_shapes.items() if where[k] != "sweep"}
+    answered = {k: t for k, t in sql_shapes.items() if where[k] != "tally"}
     answers = _answers(busy, answered, est.available)
-    return ReplayPlan(sql_shapes, chosen, scan, order, tables, literal, shapes, answers, sweeps)
+    return ReplayPlan(sql_shapes, chosen, scan, order, tables, literal, shapes, answers, tallies)
 
 
-def _sweeps(
+def _tallies(
     where: Mapping[ShapeKey, str],
     groups: Mapping[ShapeKey, tuple[Condition, ...]],
-    swept: Mapping[ShapeKey, Mapping[str, tuple[Gate, ...]]],
+    tallied: Mapping[ShapeKey, Mapping[str, tuple[Gate, ...]]],
     first: tuple[int, int],
     last_seq: int,
-) -> tuple[tuple[Sweep, int, int, int], ...]:
-    """One sweep per literal filter, shared by the swept shapes with that filter."""
+) -> tuple[tuple[Tally, int, int, int], ...]:
+    """One tally per literal filter, shared by the tallied shapes with that filter."""
     by_filter: dict[tuple[Condition, ...], list[ShapeKey]] = {}
     for key, kind in where.items():
-        if kind == "sweep":
+        if kind == "tally":
             by_filter.setdefault(groups[key], []).append(key)
     out = []
     for filters, keys in by_filter.items():
         rule_gates: dict[str, tuple[Gate, ...]] = {}
         for key in keys:
-            for name, found in swept[key].items():
+            for name, found in tallied[key].items():
                 rule_gates[name] = rule_gates.get(name, ()) + found
         after = first[1] - max(k[2] for k in keys)
-        out.append((Sweep(filters, keys, rule_gates), after, first[0], last_seq))
+        out.append((Tally(filters, keys, rule_gates), after, first[0], last_seq))
     return tuple(out)
 
 
@@ -265,14 +265,14 @@ def _choose(
     users: Sequence[tuple[int, Sequence[Gate]]],
     mode: Mode,
     share: int = 1,
-    sweeps: int = 0,
+    tallies: int = 0,
 ) -> str | None:
-    """``journal``, ``table``, ``sweep`` or None (the window index) for one shape.
+    """``journal``, ``table``, ``tally`` or None (the window index) for one shape.
 
     ``share`` is how many shapes filter the same columns (they would share
-    one shape table, and the pass that fills it); ``sweeps``, when a sweep can
-    answer the shape (:func:`~engine.rules.evaluation.sweeps.sweepable`), how
-    many shapes with its literal filter one sweep would answer (else 0).
+    one shape table, and the pass that fills it); ``tallies``, when a tally can
+    answer the shape (:func:`~engine.rules.evaluation.tallies.self_gated`), how
+    many shapes with its literal filter one tally would answer (else 0).
     """
     feed = _feed_rows(est.stats, filters)
     copy = feed * C_COPY + (est.stats.rows * C_SCAN / share if _unindexed(filters) else 0)
@@ -283,12 +283,12 @@ def _choose(
     journal = index_keys(key[0], est.available) is not None
     if journal:
         options["journal"] = _calls(est, key, filters, users, "journal")
-    if sweeps and journal:  # the journal answers the calls a sweep does not know
-        # Each candidate then only looks its seq up in the sweep's table.
+    if tallies and journal:  # the journal answers the calls a tally does not know
+        # Each candidate then only looks its seq up in the tally's table.
         candidates = sum(c for c, _ in users)
-        options["sweep"] = feed * (C_SWEEP / sweeps + C_BUCKET) + candidates * C_ENTRY
-        if mode == "sweep":
-            return "sweep"
+        options["tally"] = feed * (C_TALLY / tallies + C_BUCKET) + candidates * C_ENTRY
+        if mode == "tally":
+            return "tally"
     if mode == "sql" and "journal" in options:
         return "journal"
     if mode in ("sql", "table"):

@@ -28,10 +28,10 @@ C_COPY = 5.0
 C_ENTRY = 0.25
 #: A row a pass over the table only tests (copying rows filtered on an unindexed column).
 C_SCAN = 0.5
-#: A row a sweep reads (a few columns, shared by the shapes it answers) and what
-#: each shape's buckets then cost on it (see ``sweeps``); measured together at
+#: A row a tally reads (a few columns, shared by the shapes it answers) and what
+#: each shape's buckets then cost on it (see ``tallies``); measured together at
 #: about 0.8 of copying the row into a shape table, with no window query after.
-C_SWEEP = 4.0
+C_TALLY = 4.0
 C_BUCKET = 1.0
 #: Ranges longer than this (in seqs) are counted on slices (see ``Stats._samples``).
 SAMPLE_ABOVE = 400_000

@@ -1,12 +1,12 @@
-"""Sweeps: which shapes they answer, that they answer like the window index, what they leave out.
+"""Tallies: which shapes they answer, that they answer like the window index, what they leave out.
 
-Fire-for-fire equivalence of replays that sweep is also the property test's
-job (test_prefilter_properties runs ``replay="sweep"``); these pin the
-mechanics: the planner sweeps a shape only when every call of it is a gate on
-the evaluated row's own values, a sweep's answer at each row of its filter is
+Fire-for-fire equivalence of replays that tally is also the property test's
+job (test_prefilter_properties runs ``replay="tally"``); these pin the
+mechanics: the planner tallies a shape only when every call of it is a gate on
+the evaluated row's own values, a tally's answer at each row of its filter is
 the window index's, calls it does not know go to SQL, a row a gate cannot
 decide (a value that is not a string) still reaches the evaluator, and the
-sweep's tables are gone when the replay ends.
+tally's tables are gone when the replay ends.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
 from engine.rules.evaluation.host_replay import ReplayHost
 from engine.rules.evaluation.replay import plan_replay
-from engine.rules.evaluation.sweeps import Sweep, sweepable
+from engine.rules.evaluation.tallies import Tally, self_gated
 from engine.rules.evaluation.window import ROW_SELECT, Shape, WindowIndex, group_filters, plan_rule
 from engine.rules.language.model import CompiledRule
 from engine.rules.language.prefilter import for_rule
@@ -69,9 +69,9 @@ def edit_journal(path: Path, seed: int = 7, n: int = 600) -> Path:
     return path
 
 
-def _sweepable(*rules: CompiledRule) -> set[tuple[tuple[str, ...], str | None, int]]:
+def _self_gated(*rules: CompiledRule) -> set[tuple[tuple[str, ...], str | None, int]]:
     groups = group_filters(s for cr in rules for s in plan_rule(cr.rule).shapes)
-    return set(sweepable(rules, groups))
+    return set(self_gated(rules, groups))
 
 
 def _temp_tables(conn: sqlite3.Connection) -> list[str]:
@@ -79,7 +79,7 @@ def _temp_tables(conn: sqlite3.Connection) -> list[str]:
 
 
 def test_self_gates_are_swept_and_other_calls_are_not() -> None:
-    assert _sweepable(edited("a", f"{EDITED} && {BY_PATH} && {HARNESSES}")) == {
+    assert _self_gated(edited("a", f"{EDITED} && {BY_PATH} && {HARNESSES}")) == {
         COUNT_KEY,
         DISTINCT_KEY,
     }
@@ -107,9 +107,9 @@ def test_self_gates_are_swept_and_other_calls_are_not() -> None:
         ),
     ]
     for cr in refused:
-        assert _sweepable(cr) == set(), cr.rule.when
-    # One rule that cannot be swept keeps the shape from every rule.
-    assert _sweepable(edited("a", f"{EDITED} && {BY_PATH}"), refused[1]) == set()
+        assert _self_gated(cr) == set(), cr.rule.when
+    # One rule that cannot be tallied keeps the shape from every rule.
+    assert _self_gated(edited("a", f"{EDITED} && {BY_PATH}"), refused[1]) == set()
 
 
 def test_a_swept_replay_reads_only_the_rows_whose_gates_pass(tmp_path: Path) -> None:
@@ -118,24 +118,24 @@ def test_a_swept_replay_reads_only_the_rows_whose_gates_pass(tmp_path: Path) -> 
              edited("harnesses", f"{EDITED} && {HARNESSES}")]  # fmt: skip
     rng = resolve_range(conn)
     plan = plan_replay(conn, rules, (rng.first_seq, rng.first_at), rng.last_seq, rng.rows,
-                       rng.last_at - rng.first_at + 1, "sweep")  # fmt: skip
-    assert {k for s, *_ in plan.sweeps for k in s.keys} == {COUNT_KEY, DISTINCT_KEY}
-    assert plan.gates and all("sweep_" in c[0] for cs in plan.gates.values() for c in cs)
+                       rng.last_at - rng.first_at + 1, "tally")  # fmt: skip
+    assert {k for s, *_ in plan.tallies for k in s.keys} == {COUNT_KEY, DISTINCT_KEY}
+    assert plan.gates and all("tally_" in c[0] for cs in plan.gates.values() for c in cs)
     plain = run_backtest(conn, rules, rng, prefilter=False)
     for start in (None, rng.first_seq + rng.rows // 2):  # the whole journal, and warm
         seq_range = rng if start is None else resolve_range(conn, from_seq=start)
-        swept = run_backtest(conn, rules, seq_range, replay="sweep")
+        tallied = run_backtest(conn, rules, seq_range, replay="tally")
         reference = run_backtest(conn, rules, seq_range, prefilter=False)
-        assert full_keys(swept.fires) == full_keys(reference.fires)
-        assert swept.rows_evaluated == reference.rows_evaluated
+        assert full_keys(tallied.fires) == full_keys(reference.fires)
+        assert tallied.rows_evaluated == reference.rows_evaluated
         assert _temp_tables(conn) == []
     # Every row read is a row where a rule's gate passed (each such row fires: no cooldown).
-    swept = run_backtest(conn, rules, rng, replay="sweep")
-    assert swept.rows_scanned == len({f.seq for f in swept.fires}) < plain.rows_scanned
-    assert len(swept.fires) > 10
+    tallied = run_backtest(conn, rules, rng, replay="tally")
+    assert tallied.rows_scanned == len({f.seq for f in tallied.fires}) < plain.rows_scanned
+    assert len(tallied.fires) > 10
 
 
-def test_a_sweep_answers_like_the_window_index_at_every_row_of_its_filter(
+def test_a_tally_answers_like_the_window_index_at_every_row_of_its_filter(
     tmp_path: Path,
 ) -> None:
     conn = connect(edit_journal(tmp_path / "w.db", seed=3, n=900), readonly=True)
@@ -144,8 +144,8 @@ def test_a_sweep_answers_like_the_window_index_at_every_row_of_its_filter(
     rows = conn.execute(ROW_SELECT + " ORDER BY seq").fetchall()
     first = rows[len(rows) // 3][0]
     first_at = rows[len(rows) // 3][1]
-    sweep = Sweep((("type", frozenset({"file_edited"})),), [COUNT_KEY, DISTINCT_KEY], gates)
-    sweep.run(conn, first_at - 600_000, first, rows[-1][0])
+    tally = Tally((("type", frozenset({"file_edited"})),), [COUNT_KEY, DISTINCT_KEY], gates)
+    tally.run(conn, first_at - 600_000, first, rows[-1][0])
     index = WindowIndex([Shape("count", ("path", "type"), 600_000),
                          Shape("distinct", ("path", "type"), 600_000, "harness")])  # fmt: skip
     checked = 0
@@ -154,19 +154,19 @@ def test_a_sweep_answers_like_the_window_index_at_every_row_of_its_filter(
         if r[0] < first:
             continue
         sel = {"path": r[10], "type": "file_edited"}
-        count = sweep.answer(COUNT_KEY, r, sel, r[1])
-        distinct = sweep.answer(DISTINCT_KEY, r, sel, r[1])
+        count = tally.answer(COUNT_KEY, r, sel, r[1])
+        distinct = tally.answer(DISTINCT_KEY, r, sel, r[1])
         if r[3] != "file_edited":
             assert count is None and distinct is None  # not a row of the filter
             continue
         assert count == index.count(sel, 600_000)
         assert distinct == index.distinct("harness", sel, 600_000)
-        # Another row's values, or another time: not the sweep's to answer.
-        assert sweep.answer(COUNT_KEY, r, {**sel, "path": r[10] + "x"}, r[1]) is None
-        assert sweep.answer(COUNT_KEY, r, sel, r[1] + 1) is None
+        # Another row's values, or another time: not the tally's to answer.
+        assert tally.answer(COUNT_KEY, r, {**sel, "path": r[10] + "x"}, r[1]) is None
+        assert tally.answer(COUNT_KEY, r, sel, r[1] + 1) is None
         checked += 1
     assert checked > 300
-    passed = {s for (s,) in conn.execute(f"SELECT seq FROM {sweep.tables['r']}")}
+    passed = {s for (s,) in conn.execute(f"SELECT seq FROM {tally.tables['r']}")}
     want = set()
     for r in rows:
         if r[0] >= first and r[3] == "file_edited":
@@ -174,7 +174,7 @@ def test_a_sweep_answers_like_the_window_index_at_every_row_of_its_filter(
             if count >= 3 and harnesses >= 2:
                 want.add(r[0])
     assert passed == want
-    sweep.drop(conn)
+    tally.drop(conn)
     assert _temp_tables(conn) == []
 
 
@@ -185,22 +185,22 @@ def brute_force(rows: list[tuple[Any, ...]], r: tuple[Any, ...]) -> tuple[int, i
     return len(window), len({x[5] for x in window if x[5]})
 
 
-def test_calls_a_sweep_does_not_know_are_asked_in_sql(tmp_path: Path) -> None:
+def test_calls_a_tally_does_not_know_are_asked_in_sql(tmp_path: Path) -> None:
     conn = connect(tmp_path / "h.db")
     insert(conn, [row(T0 + i * MIN, "file_edited", kind="graph_event", path="a.py")
                   for i in range(4)] + [row(T0 + 5 * MIN, "tick")])  # fmt: skip
     rules = [edited("r", f"{EDITED} && {BY_PATH}")]
-    sweep = Sweep(
+    tally = Tally(
         (("type", frozenset({"file_edited"})),), [COUNT_KEY], {"r": for_rule(rules[0]).gates}
     )
-    sweep.run(conn, 0, 1, 5)
+    tally.run(conn, 0, 1, 5)
     filters = {COUNT_KEY: (("type", frozenset({"file_edited"})),)}
     shape = Shape("count", ("path", "type"), 600_000, literals=(("type", "file_edited"),))
-    host = ReplayHost([shape], {COUNT_KEY: "rule_journal"}, filters, conn, {COUNT_KEY: sweep})
+    host = ReplayHost([shape], {COUNT_KEY: "rule_journal"}, filters, conn, {COUNT_KEY: tally})
     rows = conn.execute(ROW_SELECT + " ORDER BY seq").fetchall()
     for r in rows[:3]:
         host.feed(r)
-    assert host.count({"path": "a.py", "type": "file_edited"}, 600_000) == 3  # the sweep's
+    assert host.count({"path": "a.py", "type": "file_edited"}, 600_000) == 3  # the tally's
     assert host.count({"path": "b.py", "type": "file_edited"}, 600_000) == 0  # SQL's
     host.feed(rows[4])  # a tick: a hold re-evaluated there asks with an older row's values
     assert host.count({"path": "a.py", "type": "file_edited"}, 600_000) == 4
@@ -212,10 +212,10 @@ def test_a_value_no_gate_can_decide_still_reaches_the_evaluator(tmp_path: Path) 
                  " rule_journal WHERE type = 'file_edited')")  # fmt: skip
     rules = [edited("r", f"{EDITED} && {BY_PATH}")]
     rng = resolve_range(conn)
-    swept = run_backtest(conn, rules, rng, replay="sweep")
+    tallied = run_backtest(conn, rules, rng, replay="tally")
     plain = run_backtest(conn, rules, rng, prefilter=False)
-    assert full_keys(swept.fires) == full_keys(plain.fires)
-    assert swept.rule_errors == plain.rule_errors != ()
+    assert full_keys(tallied.fires) == full_keys(plain.fires)
+    assert tallied.rule_errors == plain.rule_errors != ()
 
 
 @pytest.mark.parametrize("level", ["hold", "notify"])
@@ -225,7 +225,7 @@ def test_the_lifecycle_sees_the_same_fires_and_holds(tmp_path: Path, level: str)
                        on="graph_event", level=level, cooldown="5m")]  # fmt: skip
     authority = Authority.from_config(HarnessConfig())
     rng = resolve_range(conn)
-    swept = backtest_with_lifecycle(conn, rules, rng, authority, replay="sweep")
+    tallied = backtest_with_lifecycle(conn, rules, rng, authority, replay="tally")
     plain = backtest_with_lifecycle(conn, rules, rng, authority, prefilter=False)
-    assert full_keys(swept.fires) == full_keys(plain.fires) and swept.fires
-    assert swept.extra == plain.extra
+    assert full_keys(tallied.fires) == full_keys(plain.fires) and tallied.fires
+    assert tallied.extra == plain.extra

@@ -1,28 +1,29 @@
-"""Sweeps: a replay's pass in Python over one literal filter's rows, for gates on a row's values.
+"""Tallies: a replay's pass in Python over one literal filter's rows, for gates on its own values.
 
 Why: ``event.type == "file_edited" && count({"path": event.path, "type":
 "file_edited"}, duration("10m")) >= 6`` asks its count on every file_edited row,
 with that row's own path. Fed to the window index, every file_edited row is
 read whole into Python; answered by SQL, those rows are first copied into a
 table indexed by path (:mod:`engine.rules.evaluation.shape_tables`), then each
-row's gate is one window query. A sweep reads only the columns the shapes key
+row's gate is one window query. A tally reads only the columns the shapes key
 on, in seq order through the journal's ``type`` index, keeps the window
 index's own sliding-window buckets (:func:`~engine.rules.evaluation.window.bucket_index`)
-over them, and so has each call's exact answer at every row of the filter;
-several times cheaper than either. The rows where a rule's gates pass go to
+over them, and so has each call's exact answer at every row of the filter
+(on the 45-day demo journal, 318k file edits: about 1.0s, against 1.7s for
+the copy and its window queries). The rows where a rule's gates pass go to
 a temporary table the candidate query tests (``seq IN``), so no other row of
 that rule is read whole, and the replay's host answers those calls from the
-sweep (:class:`~engine.rules.evaluation.host_replay.ReplayHost`).
+tally (:class:`~engine.rules.evaluation.host_replay.ReplayHost`).
 
-When it applies (:func:`sweepable`): every call of the shape, in every rule
+When it applies (:func:`self_gated`): every call of the shape, in every rule
 making it, is a *self gate*, a gate (:mod:`engine.rules.language.gates`) with
 a floor whose selector takes each key from the row's own column of that name,
 or a literal the rule's conditions pin that column to, in a rule whose
 conditions keep its rows inside the shape's literal filter. Then at every row
-the rule is decided on, its call is exactly the sweep's bucket for that row,
-and a row the sweep leaves out is a row where a gate fails. Any other call
+the rule is decided on, its call is exactly the tally's bucket for that row,
+and a row the tally leaves out is a row where a gate fails. Any other call
 (a hold re-evaluated at a tick with an older row's values) is not the
-sweep's: the host asks SQL on the journal, as for any SQL-served shape.
+tally's: the host asks SQL on the journal, as for any SQL-served shape.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ _SEQ = operator.itemgetter(0)
 _STRINGS = operator.itemgetter(-1)
 
 
-class Sweep:
+class Tally:
     """One pass over the rows passing ``filters``: each shape's answer there, each rule's rows.
 
     ``keys`` are the shapes (sorted keys, distinct field, window) answered;
@@ -67,7 +68,7 @@ class Sweep:
         self.gates = dict(gates)
         n = next(_COUNTER)
         self.tables = {
-            name: f"temp.sweep_{os.getpid()}_{n}_{i}" for i, name in enumerate(sorted(self.gates))
+            name: f"temp.tally_{os.getpid()}_{n}_{i}" for i, name in enumerate(sorted(self.gates))
         }
         self._filter_cols = tuple((COL[c], allowed) for c, allowed in filters)
         self._key_cols = {key: tuple((k, COL[k]) for k in key[0]) for key in self.keys}
@@ -85,6 +86,8 @@ class Sweep:
         after the other (the shapes' buckets are independent), so Python runs
         one call per row and shape; the rules' tests then run on the answers.
         """
+        self._seqs = array("q")
+        self._values = {key: array("q") for key in self.keys}
         # A key column the filter pins to one value is the same on every row: left out.
         fixed = {name for name, allowed in self.filters if len(allowed) == 1}
         shapes = [(tuple(k for k in key[0] if k not in fixed), key[1], key[2]) for key in self.keys]
@@ -152,7 +155,7 @@ class Sweep:
         """The call's result at ``row`` when it is the row's own bucket (else None: not known here).
 
         ``row`` is the row being evaluated (the host's last fed row) and ``now``
-        the host's time: the sweep knows the call at that row, at that row's
+        the host's time: the tally knows the call at that row, at that row's
         time, for a selector holding that row's own values.
         """
         if row is None or row[1] != now:
@@ -175,10 +178,10 @@ class Sweep:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def sweepable(
+def self_gated(
     rules: Sequence[CompiledRule], groups: Mapping[ShapeKey, tuple[Condition, ...]]
 ) -> dict[ShapeKey, dict[str, tuple[Gate, ...]]]:
-    """Shapes a sweep can answer, each with the gates every rule making it has on it.
+    """Shapes a tally can answer, each with the gates every rule making it has on it.
 
     A shape qualifies when its literal filter names ``kind`` or ``type`` (an
     index finds its rows) and every call of it, in every rule, is a self gate
