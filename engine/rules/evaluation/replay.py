@@ -9,14 +9,17 @@ the window alone, on a journal index that leads with the selector's keys or
 on a copy of the shape's rows indexed for it (:mod:`engine.rules.evaluation.shape_tables`),
 at the price of a query per call, and can test a rule's gate
 (:mod:`engine.rules.language.gates`) inside the query that reads its candidates, so
-rows failing the threshold never reach Python. Which is cheaper depends on
-how many rows a feed needs and how many calls the rules make, so
-:func:`plan_replay` estimates both from index-only counts and picks per shape.
+rows failing the threshold never reach Python. When every call of a shape is
+a gate on the evaluated row's own values, a tally (:mod:`engine.rules.evaluation.tallies`)
+reads just the shape's key columns once and knows each row's answer, so its
+gates cost no query at all. Which is cheaper depends on how many rows a feed
+needs and how many calls the rules make, so :func:`plan_replay` estimates
+both from index-only counts and picks per shape.
 
 The choice changes the cost, never the result: SQL counts exactly what the
 window index would hold (:mod:`engine.rules.evaluation.aggsql`, and a test holds the SQL
-host equal to the window index), and an SQL gate is exactly the gate the
-evaluator tests.
+host equal to the window index), a tally keeps the window index's own
+buckets, and an SQL gate is exactly the gate the evaluator tests.
 """
 
 from __future__ import annotations
@@ -130,9 +133,10 @@ def plan_replay(
 
     ``first`` is the range's first (seq, at). Per shape the options are: feed
     the window index (its rows read into Python), SQL on a journal index that
-    seeks on its keys, or SQL on a shape table; the estimate of each adds
-    what the rules using the shape would pay per candidate row (a gate tested
-    in SQL when it has a floor, else a query per call).
+    seeks on its keys, SQL on a shape table, or (for self gates) a tally; the
+    estimate of each adds what the rules using the shape would pay per
+    candidate row (a gate tested in SQL when it has a floor, else a query per
+    call, nothing past a tally's table).
     """
     if mode == "window" or rows <= 0:
         return ReplayPlan()
