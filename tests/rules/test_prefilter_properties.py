@@ -182,7 +182,7 @@ def test_prefiltered_backtest_fires_like_the_unfiltered_one(
 
 
 #: Every way a prefiltered replay may answer aggregates (see engine.rules.evaluation.replay).
-MODES = ("auto", "sql", "window")
+MODES = ("auto", "sql", "tally", "window")
 
 
 def test_refused_guards_really_are_refused() -> None:

@@ -16,12 +16,15 @@ the window index refuses it, instead of being answered.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.rules.evaluation.evaluator import FastHost
 from engine.rules.evaluation.host_sql import SqlHost
 from engine.rules.evaluation.window import SelectorNotIndexed, Shape
+
+if TYPE_CHECKING:
+    from engine.rules.evaluation.tallies import Tally
 
 ShapeKey = tuple[tuple[str, ...], str | None, int]
 
@@ -37,7 +40,9 @@ class ReplayHost(FastHost):
 
     ``filters`` holds each SQL-served shape's literal filter (column, allowed
     values). Answers are kept until the next row: the evaluator's gate and CEL
-    often ask the same call on the same row.
+    often ask the same call on the same row. A shape in ``tallies`` is answered
+    by its tally (:mod:`engine.rules.evaluation.tallies`) where the tally knows
+    the call, by its table otherwise.
     """
 
     def __init__(
@@ -46,14 +51,22 @@ class ReplayHost(FastHost):
         tables: Mapping[ShapeKey, str],
         filters: Mapping[ShapeKey, tuple[tuple[str, frozenset[str]], ...]],
         conn: sqlite3.Connection,
+        tallies: Mapping[ShapeKey, Tally] | None = None,
     ) -> None:
         super().__init__(s for s in shapes if shape_key(s) not in tables)
         self._hosts = {name: SqlHost(conn, name) for name in set(tables.values())}
         self._route = {
             key: (self._hosts[name], filters.get(key, ())) for key, name in tables.items()
         }
+        self._tallies = dict(tallies or {})
         self._answers: dict[tuple[Any, ...], int | bool] = {}
         self._answered_at = -1
+        #: The last fed row: a tally answers calls on that row's own values.
+        self.row: Sequence[Any] | None = None
+
+    def feed(self, row: Sequence[Any]) -> None:
+        self.row = row
+        super().feed(row)
 
     def prime(self, seq: int, call: tuple[Any, ...], value: int | bool) -> None:
         """Give the answer to one call at row ``seq`` ahead of it (from the candidate query).
@@ -75,7 +88,8 @@ class ReplayHost(FastHost):
         self, fn: str, field: str | None, selector: Mapping[str, str], window_ms: int
     ) -> int | bool | None:
         """The SQL answer when this shape is SQL-served (None: the window index answers)."""
-        route = self._route.get((tuple(sorted(selector)), field, window_ms))
+        shape = (tuple(sorted(selector)), field, window_ms)
+        route = self._route.get(shape)
         if route is None:
             return None
         sql, allowed = route
@@ -89,6 +103,11 @@ class ReplayHost(FastHost):
             self._answered_at = self.seq
         key = (fn, field, tuple(sorted(selector.items())), window_ms)
         found = self._answers.get(key)
+        if found is None and shape in self._tallies:
+            row = self.row if self.row is not None and self.row[0] == self.seq else None
+            tallied = self._tallies[shape].answer(shape, row, selector, self.now_ms)
+            if tallied is not None:
+                found = self._answers[key] = bool(tallied) if fn == "exists" else tallied
         if found is None:
             sql.set_position(self.seq, self.now_ms)
             if fn == "count":

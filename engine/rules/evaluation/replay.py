@@ -9,20 +9,23 @@ the window alone, on a journal index that leads with the selector's keys or
 on a copy of the shape's rows indexed for it (:mod:`engine.rules.evaluation.shape_tables`),
 at the price of a query per call, and can test a rule's gate
 (:mod:`engine.rules.language.gates`) inside the query that reads its candidates, so
-rows failing the threshold never reach Python. Which is cheaper depends on
-how many rows a feed needs and how many calls the rules make, so
-:func:`plan_replay` estimates both from index-only counts and picks per shape.
+rows failing the threshold never reach Python. When every call of a shape is
+a gate on the evaluated row's own values, a tally (:mod:`engine.rules.evaluation.tallies`)
+reads just the shape's key columns once and knows each row's answer, so its
+gates cost no query at all. Which is cheaper depends on how many rows a feed
+needs and how many calls the rules make, so :func:`plan_replay` estimates
+both from index-only counts and picks per shape.
 
 The choice changes the cost, never the result: SQL counts exactly what the
 window index would hold (:mod:`engine.rules.evaluation.aggsql`, and a test holds the SQL
-host equal to the window index), and an SQL gate is exactly the gate the
-evaluator tests.
+host equal to the window index), a tally keeps the window index's own
+buckets, and an SQL gate is exactly the gate the evaluator tests.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,36 +33,37 @@ from engine.rules.evaluation.aggsql import (
     Indexes,
     gate_predicate,
     gate_value,
-    index_covers,
     index_keys,
     journal_indexes,
 )
 from engine.rules.evaluation.evaluator import FastHost
 from engine.rules.evaluation.host_replay import ReplayHost, ShapeKey, shape_key
+from engine.rules.evaluation.replay_costs import (
+    C_BUCKET,
+    C_CALL,
+    C_COPY,
+    C_ENTRY,
+    C_FEED,
+    C_READ,
+    C_SCAN,
+    C_TALLY,
+    Estimator,
+    Stats,
+)
 from engine.rules.evaluation.shape_tables import ShapeTable, shape_table
+from engine.rules.evaluation.tallies import Tally, self_gated
 from engine.rules.evaluation.window import Shape, group_filters, plan_rule
 from engine.rules.language.gates import Gate
-from engine.rules.language.model import KIND_NAMES, CompiledRule
-from engine.rules.language.prefilter import Clause, Condition, Term, for_rule
+from engine.rules.language.model import CompiledRule
+from engine.rules.language.prefilter import Clause, Condition, for_rule
 
 #: ``auto`` compares costs; ``sql`` prefers SQL on the journal's indexes, ``table``
-#: copies of the shapes' rows, ``window`` the fed window index (the plain replay).
-Mode = Literal["auto", "sql", "table", "window"]
+#: copies of the shapes' rows, ``tally`` tallies where they apply (else as ``auto``),
+#: ``window`` the fed window index (the plain replay).
+Mode = Literal["auto", "sql", "table", "tally", "window"]
 
-#: Cost units: one table row SQLite visits in C. A row read into Python (and fed
-#: or evaluated) costs about twenty, a query made from Python about thirty-five,
-#: copying a row into a shape table about five, an index entry a quarter.
-C_FEED = 20.0
-C_READ = 20.0
-C_CALL = 35.0
-C_COPY = 5.0
-C_ENTRY = 0.25
-#: A row a pass over the table only tests (copying rows filtered on an unindexed column).
-C_SCAN = 0.5
 #: A row read through an index (entry, then table lookup) against one read in a pass.
 SCAN_FACTOR = 4
-#: Ranges longer than this (in seqs) are counted on slices (see ``_Stats._samples``).
-SAMPLE_ABOVE = 400_000
 #: A rule's calls are answered by the candidate query when its candidate rows are
 #: at least this share (1/n) of the range (see ``_answers``).
 ANSWER_SHARE = 256
@@ -89,15 +93,22 @@ class ReplayPlan:
     #: Calls whose answers the candidate query computes as extra columns (SQL, with
     #: values), for the rows where a rule that makes them holds its other conditions.
     answers: tuple[tuple[Gate, Clause], ...] = ()
+    #: Tallies to run: (tally, rows after this ``at``, first seq, last seq); their
+    #: shapes are in ``sql_shapes`` too (the journal answers what a tally cannot).
+    tallies: tuple[tuple[Tally, int, int, int], ...] = ()
 
     def open(self, conn: sqlite3.Connection) -> None:
-        """Create the shape tables (a pass over each shape's rows, in C)."""
+        """Create the shape tables (a pass over each shape's rows, in C) and run the tallies."""
         for table, after_at, last_seq, indexes in self.tables:
             table.create(conn, after_at, last_seq, indexes)
+        for tally, after_at, first_seq, last_seq in self.tallies:
+            tally.run(conn, after_at, first_seq, last_seq)
 
     def close(self, conn: sqlite3.Connection) -> None:
         for table, *_ in self.tables:
             table.drop(conn)
+        for tally, *_ in self.tallies:
+            tally.drop(conn)
 
     def host(self, rules: Sequence[CompiledRule], conn: sqlite3.Connection) -> FastHost:
         shapes = self.shapes
@@ -105,7 +116,8 @@ class ReplayPlan:
             shapes = tuple(s for cr in rules for s in plan_rule(cr.rule).shapes)
         if not self.sql_shapes:
             return FastHost(shapes)
-        return ReplayHost(shapes, self.sql_shapes, self.filters, conn)
+        tallied = {key: tally for tally, *_ in self.tallies for key in tally.keys}
+        return ReplayHost(shapes, self.sql_shapes, self.filters, conn, tallied)
 
 
 def plan_replay(
@@ -121,15 +133,16 @@ def plan_replay(
 
     ``first`` is the range's first (seq, at). Per shape the options are: feed
     the window index (its rows read into Python), SQL on a journal index that
-    seeks on its keys, or SQL on a shape table; the estimate of each adds
-    what the rules using the shape would pay per candidate row (a gate tested
-    in SQL when it has a floor, else a query per call).
+    seeks on its keys, SQL on a shape table, or (for self gates) a tally; the
+    estimate of each adds what the rules using the shape would pay per
+    candidate row (a gate tested in SQL when it has a floor, else a query per
+    call, nothing past a tally's table).
     """
     if mode == "window" or rows <= 0:
         return ReplayPlan()
     first_seq, first_at = first
-    stats = _Stats(conn, first_seq, last_seq, rows, max(span_ms, 1))
-    est = _Estimator(stats, journal_indexes(conn))
+    stats = Stats(conn, first_seq, last_seq, rows, max(span_ms, 1))
+    est = Estimator(stats, journal_indexes(conn))
     planned = {cr.rule.name: plan_rule(cr.rule).shapes for cr in rules}
     groups = group_filters(s for shapes in planned.values() for s in shapes)
     uses = {name: {shape_key(s) for s in shapes} for name, shapes in planned.items()}
@@ -141,22 +154,31 @@ def plan_replay(
     for filters in groups.values():
         cols = tuple(name for name, _ in filters)
         sharing[cols] = sharing.get(cols, 0) + 1
+    tallied = self_gated(rules, groups)
+    tally_share: dict[tuple[Condition, ...], int] = {}
+    for key in tallied:
+        tally_share[groups[key]] = tally_share.get(groups[key], 0) + 1
     where: dict[ShapeKey, str] = {}
     for key, filters in groups.items():
         users = [
             (cands[n], [g for g in gates[n] if g.shape_key == key]) for n in uses if key in uses[n]
         ]
         share = sharing[tuple(name for name, _ in filters)]
-        choice = _choose(est, key, filters, users, mode, share)
+        choice = _choose(
+            est, key, filters, users, mode, share, tally_share.get(filters, 0) * (key in tallied)
+        )
         if choice is not None:
             where[key] = choice
     tables, names = _tables(where, groups, first_at, last_seq)
+    tallies = _tallies(where, groups, tallied, first, last_seq)
     sql_shapes = {key: (names[key] if kind == "table" else _JOURNAL) for key, kind in where.items()}
     chosen: dict[str, tuple[Clause, ...]] = {}
     for name, rule_gates in gates.items():
-        clauses = []
+        clauses = [s.clause(name) for s, *_ in tallies if name in s.gates]
         for gate in rule_gates:
             key = gate.shape_key
+            if where.get(key) == "tally":
+                continue  # tested by the tally's clause
             table = sql_shapes.get(key)
             pred = gate_predicate(gate, est.available, None if table in (None, _JOURNAL) else table)
             if pred is None:
@@ -180,8 +202,32 @@ def plan_replay(
     shapes = tuple(s for v in planned.values() for s in v)
     literal = {k: groups[k] for k in sql_shapes}
     busy = [cr for cr in rules if cands[cr.rule.name] * ANSWER_SHARE >= rows]
-    answers = _answers(busy, sql_shapes, est.available)
-    return ReplayPlan(sql_shapes, chosen, scan, order, tables, literal, shapes, answers)
+    answered = {k: t for k, t in sql_shapes.items() if where[k] != "tally"}
+    answers = _answers(busy, answered, est.available)
+    return ReplayPlan(sql_shapes, chosen, scan, order, tables, literal, shapes, answers, tallies)
+
+
+def _tallies(
+    where: Mapping[ShapeKey, str],
+    groups: Mapping[ShapeKey, tuple[Condition, ...]],
+    tallied: Mapping[ShapeKey, Mapping[str, tuple[Gate, ...]]],
+    first: tuple[int, int],
+    last_seq: int,
+) -> tuple[tuple[Tally, int, int, int], ...]:
+    """One tally per literal filter, shared by the tallied shapes with that filter."""
+    by_filter: dict[tuple[Condition, ...], list[ShapeKey]] = {}
+    for key, kind in where.items():
+        if kind == "tally":
+            by_filter.setdefault(groups[key], []).append(key)
+    out = []
+    for filters, keys in by_filter.items():
+        rule_gates: dict[str, tuple[Gate, ...]] = {}
+        for key in keys:
+            for name, found in tallied[key].items():
+                rule_gates[name] = rule_gates.get(name, ()) + found
+        after = first[1] - max(k[2] for k in keys)
+        out.append((Tally(filters, keys, rule_gates), after, first[0], last_seq))
+    return tuple(out)
 
 
 def _answers(
@@ -217,17 +263,20 @@ def _answers(
 
 
 def _choose(
-    est: _Estimator,
+    est: Estimator,
     key: ShapeKey,
     filters: tuple[Condition, ...],
     users: Sequence[tuple[int, Sequence[Gate]]],
     mode: Mode,
     share: int = 1,
+    tallies: int = 0,
 ) -> str | None:
-    """``journal``, ``table`` or None (the window index) for one shape.
+    """``journal``, ``table``, ``tally`` or None (the window index) for one shape.
 
     ``share`` is how many shapes filter the same columns (they would share
-    one shape table, and the pass that fills it).
+    one shape table, and the pass that fills it); ``tallies``, when a tally can
+    answer the shape (:func:`~engine.rules.evaluation.tallies.self_gated`), how
+    many shapes with its literal filter one tally would answer (else 0).
     """
     feed = _feed_rows(est.stats, filters)
     copy = feed * C_COPY + (est.stats.rows * C_SCAN / share if _unindexed(filters) else 0)
@@ -235,8 +284,15 @@ def _choose(
         "window": feed * C_FEED,
         "table": copy + _calls(est, key, filters, users, "table"),
     }
-    if index_keys(key[0], est.available) is not None:
+    journal = index_keys(key[0], est.available) is not None
+    if journal:
         options["journal"] = _calls(est, key, filters, users, "journal")
+    if tallies and journal:  # the journal answers the calls a tally does not know
+        # Each candidate then only looks its seq up in the tally's table.
+        candidates = sum(c for c, _ in users)
+        options["tally"] = feed * (C_TALLY / tallies + C_BUCKET) + candidates * C_ENTRY
+        if mode == "tally":
+            return "tally"
     if mode == "sql" and "journal" in options:
         return "journal"
     if mode in ("sql", "table"):
@@ -246,7 +302,7 @@ def _choose(
 
 
 def _calls(
-    est: _Estimator,
+    est: Estimator,
     key: ShapeKey,
     filters: tuple[Condition, ...],
     users: Sequence[tuple[int, Sequence[Gate]]],
@@ -304,7 +360,7 @@ def _tables(
     return tuple(out), names
 
 
-def _candidates(stats: _Stats, cr: CompiledRule) -> int:
+def _candidates(stats: Stats, cr: CompiledRule) -> int:
     """Rows of the range a rule's kind and type conditions admit (an upper bound)."""
     pf = for_rule(cr)
     if pf.impossible:
@@ -313,7 +369,7 @@ def _candidates(stats: _Stats, cr: CompiledRule) -> int:
     return stats.count(kinds, pf.get("type"))
 
 
-def _feed_rows(stats: _Stats, filters: Sequence[Condition]) -> int:
+def _feed_rows(stats: Stats, filters: Sequence[Condition]) -> int:
     """Rows a feed of this shape reads (an estimate)."""
     return stats.count_where(filters)
 
@@ -322,120 +378,3 @@ def _unindexed(filters: Sequence[Condition]) -> bool:
     """Whether reading these rows needs a pass over the table (no index leads with them)."""
     names = {name for name, _ in filters}
     return not names or not names & {"kind", "type"}
-
-
-@dataclass
-class _Stats:
-    """Index-only figures about the replayed range, each read once when first needed."""
-
-    conn: sqlite3.Connection
-    first_seq: int
-    last_seq: int
-    rows: int
-    span_ms: int
-    _counts: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    _distinct: dict[str, int] = field(default_factory=dict)
-
-    def count(self, kinds: frozenset[str] | None, types: frozenset[str] | None) -> int:
-        """Rows of the range with these kinds and types (``None``: any), from the index."""
-        by = {name: v for name, v in (("kind", kinds), ("type", types)) if v is not None}
-        return self.count_where(tuple(by.items()))
-
-    def count_where(self, conditions: Sequence[Condition]) -> int:
-        """Rows of the range passing these literal filters (an estimate on long ranges).
-
-        ``kind``/``type`` filters are counted on the (kind, type) index; any
-        other column needs the table, so it is counted on a thinner sample.
-        """
-        by = dict(conditions)
-        if not by:
-            return self.rows
-        if any(not values for values in by.values()):
-            return 0
-        indexed = set(by) <= {"kind", "type"}
-        if indexed and "kind" not in by:
-            # The (kind, type) index serves a seq range only under a kind: name them all.
-            by["kind"] = frozenset(KIND_NAMES)
-        conds = tuple(sorted(by.items()))
-        if conds not in self._counts:
-            where, params = Term(conds).sql()
-            sql = f"SELECT count(*) FROM rule_journal WHERE seq BETWEEN ? AND ? AND {where}"
-            total = 0.0
-            for lo, hi, scale in self._samples(64 if indexed else 1024):
-                row = self.conn.execute(sql, (lo, hi, *params)).fetchone()
-                total += int(row[0]) * scale
-            self._counts[conds] = int(total)
-        return self._counts[conds]
-
-    def _samples(self, thin: int) -> list[tuple[int, int, float]]:
-        """Seq ranges to count in, with their weights: the whole range, or 8 spread slices.
-
-        A count is only an estimate for the cost model, so on a long range 8
-        slices of 1/``thin`` of it each, spread over its length, are enough.
-        """
-        first, last = self.first_seq, self.last_seq
-        span = last - first + 1
-        if span <= SAMPLE_ABOVE:
-            return [(first, last, 1.0)]
-        width = max(span // thin, 1)
-        step = span // 8
-        return [(first + i * step, first + i * step + width - 1, step / width) for i in range(8)]
-
-    def distinct(self, column: str, cap: int = 1000) -> int:
-        """How many values ``column`` takes (walking an index that leads with it; capped)."""
-        if column not in self._distinct:
-            n = 0
-            sql = f"SELECT {column} FROM rule_journal WHERE {column} > ? ORDER BY {column} LIMIT 1"
-            first = f"SELECT {column} FROM rule_journal WHERE {column} IS NOT NULL"
-            first += f" ORDER BY {column} LIMIT 1"
-            row = self.conn.execute(first).fetchone()
-            while row is not None and n < cap:
-                n += 1
-                row = self.conn.execute(sql, (row[0],)).fetchone()
-            self._distinct[column] = max(n, 1)
-        return self._distinct[column]
-
-
-@dataclass
-class _Estimator:
-    """Cost estimates for one shape's window queries (units: table rows SQLite visits)."""
-
-    stats: _Stats
-    available: Indexes
-
-    def window_rows(
-        self, key: ShapeKey, filters: Iterable[Condition], where: str = "journal"
-    ) -> float:
-        """Rows one window holds for the values the shape's index seeks on.
-
-        A shape table holds only the shape's rows and is indexed on every key;
-        a journal index seeks on some keys and its range holds every row with
-        those values. Values of keys other than ``harness`` and ``type`` are
-        assumed spread over a hundred values.
-        """
-        by = dict(filters)
-        seek = set(key[0]) if where == "table" else set(index_keys(key[0], self.available) or ())
-        kept = by if where == "table" else {k: v for k, v in by.items() if k in seek}
-        base = self.stats.count_where(tuple(kept.items())) * key[2] / self.stats.span_ms
-        for column in seek - set(by):
-            if column in ("harness", "type"):
-                base /= self.stats.distinct(column)
-            else:
-                base /= 100
-        return base
-
-    def gate_cost(
-        self, key: ShapeKey, filters: Iterable[Condition], gate: Gate, where: str
-    ) -> float:
-        """Testing one gate on one candidate row in SQL: a seek, index entries, table rows."""
-        filters = tuple(filters)
-        window = self.window_rows(key, filters, where)
-        floor = float(gate.floor or 1)
-        if where == "table":  # the index holds every key and the field: no table reads
-            return 1 + C_ENTRY * (window if key[1] is not None else min(floor, window))
-        wanted = (*key[0], key[1]) if key[1] is not None else key[0]
-        if not index_covers(wanted, self.available):
-            return 1 + window  # table rows read to test the other keys (or the field)
-        if key[1] is not None:
-            return 1 + C_ENTRY * window  # distinct values: up to the whole window
-        return 1 + C_ENTRY * min(floor, window)

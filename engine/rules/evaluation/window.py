@@ -75,9 +75,11 @@ class _CountIndex:
 
     __slots__ = ("buckets", "getkey", "window_ms")
 
-    def __init__(self, keys: tuple[str, ...], window_ms: int) -> None:
+    def __init__(
+        self, keys: tuple[str, ...], window_ms: int, columns: Mapping[str, int] = COL
+    ) -> None:
         self.window_ms = window_ms
-        self.getkey = _key_getter(keys)
+        self.getkey = _key_getter(keys, columns)
         self.buckets: dict[Any, deque[int]] = {}
 
     def add(self, row: Row) -> None:
@@ -86,6 +88,19 @@ class _CountIndex:
         if bucket is None:
             bucket = self.buckets[key] = deque()
         bucket.append(row[1])
+
+    def add_count(self, row: Row) -> int:
+        """``add(row)``, then what ``query`` answers for the row's own key at its ``at``."""
+        key = self.getkey(row)
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = deque()
+        at = row[1]
+        bucket.append(at)
+        edge = at - self.window_ms
+        while bucket[0] <= edge:  # the row just added is inside its own window
+            bucket.popleft()
+        return len(bucket)
 
     def query(self, key: Any, now_ms: int) -> int:
         bucket = self.buckets.get(key)
@@ -113,10 +128,16 @@ class _DistinctIndex:
 
     __slots__ = ("buckets", "field_col", "getkey", "window_ms")
 
-    def __init__(self, keys: tuple[str, ...], field_name: str, window_ms: int) -> None:
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        field_name: str,
+        window_ms: int,
+        columns: Mapping[str, int] = COL,
+    ) -> None:
         self.window_ms = window_ms
-        self.getkey = _key_getter(keys)
-        self.field_col = COL[field_name]
+        self.getkey = _key_getter(keys, columns)
+        self.field_col = columns[field_name]
         self.buckets: dict[Any, tuple[deque[tuple[int, str]], dict[str, int]]] = {}
 
     def add(self, row: Row) -> None:
@@ -140,6 +161,31 @@ class _DistinctIndex:
             else:
                 del counts[value]
 
+    def add_count(self, row: Row) -> int:
+        """``add(row)``, then what ``query`` answers for the row's own key at its ``at``."""
+        value = row[self.field_col]
+        key = self.getkey(row)
+        entry = self.buckets.get(key)
+        if value:
+            if entry is None:
+                entry = self.buckets[key] = (deque(), {})
+            entries, counts = entry
+            entries.append((row[1], value))
+            counts[value] = counts.get(value, 0) + 1
+        elif entry is None:
+            return 0
+        else:
+            entries, counts = entry
+        edge = row[1] - self.window_ms
+        while entries and entries[0][0] <= edge:  # ``_expire``, inlined: a call per row costs
+            _, old = entries.popleft()
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+        return len(counts)
+
     def query(self, key: Any, now_ms: int) -> int:
         entry = self.buckets.get(key)
         if entry is None:
@@ -159,6 +205,19 @@ class _DistinctIndex:
 
 
 _Index = _CountIndex | _DistinctIndex
+
+
+def bucket_index(
+    keys: tuple[str, ...], field: str | None, window_ms: int, columns: Mapping[str, int] = COL
+) -> _Index:
+    """The sliding-window buckets of one (keys, distinct field, window) group, as the index keeps.
+
+    ``add(row)`` then ``query(key, now_ms)`` give what the window index answers at
+    that row; ``columns`` maps names to positions in the rows given to ``add``.
+    """
+    if field is None:
+        return _CountIndex(keys, window_ms, columns)
+    return _DistinctIndex(keys, field, window_ms, columns)
 
 
 class WindowIndex:
@@ -196,9 +255,7 @@ class WindowIndex:
             groups.setdefault((keys, fld, shape.window_ms), []).append(shape)
             self.max_window_ms = max(self.max_window_ms, shape.window_ms)
         for (keys, fld, window), members in groups.items():
-            index: _Index = (
-                _CountIndex(keys, window) if fld is None else _DistinctIndex(keys, fld, window)
-            )
+            index = bucket_index(keys, fld, window)
             self._indexes[(keys, fld, window)] = index
             filters = _literal_filters(keys, members)
             self._filters[(keys, fld, window)] = tuple(
@@ -307,11 +364,15 @@ class WindowIndex:
         return total
 
 
-def _key_getter(keys: tuple[str, ...]) -> Callable[[Row], Any]:
-    """A fast row -> bucket key function (a scalar for one key, a tuple for more)."""
+def _key_getter(keys: tuple[str, ...], columns: Mapping[str, int] = COL) -> Callable[[Row], Any]:
+    """A fast row -> bucket key function (a scalar for one key, a tuple for more).
+
+    ``columns`` maps names to tuple positions: :data:`COL` for journal rows, another
+    map for the narrower rows of a sweep (:mod:`engine.rules.evaluation.sweeps`).
+    """
     if not keys:
         return _const_key
-    return itemgetter(*(COL[k] for k in keys))
+    return itemgetter(*(columns[k] for k in keys))
 
 
 def _const_key(row: Row) -> None:

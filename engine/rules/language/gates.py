@@ -314,13 +314,7 @@ def _bound_check(
     row_cols = tuple(columns[v] for _, (tag, v) in gate.selector if tag == "row")
     key_of = _key_builder(tuple(refs[k] for k in gate.keys), columns)
     query, checks = index.query, tuple(allowed_rows)
-    # The index counts rows; exists passes on a count, comparisons on the saturated count.
-    if gate.op == "exists":
-        passes: Callable[[int], bool] = (0).__lt__
-    elif gate.op == "absent":
-        passes = (0).__eq__
-    else:
-        passes = _count_test(gate.op, gate.n)
+    passes = count_test(gate)
 
     def check(row: Sequence[Any], host_now: Any) -> bool:
         for col in row_cols:
@@ -332,6 +326,19 @@ def _bound_check(
         return passes(query(key_of(row), host.now_ms))
 
     return check
+
+
+def count_test(gate: Gate) -> Callable[[int], bool]:
+    """The gate's test on the raw number a window bucket holds (rows, or distinct values).
+
+    Exists passes on a count above zero, comparisons on the saturated count:
+    the same as :meth:`Gate.passes` on the call's result, as one call.
+    """
+    if gate.op == "exists":
+        return (0).__lt__
+    if gate.op == "absent":
+        return (0).__eq__
+    return _count_test(gate.op, gate.n)
 
 
 def _count_test(op: str, n: int) -> Callable[[int], bool]:
