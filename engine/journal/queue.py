@@ -45,7 +45,7 @@ from engine.journal.errors import StoreUnavailable
 from engine.journal.rows import InsertRow
 from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
 from engine.record import Record
-from engine.store.db import connect
+from engine.store.db import connect, set_busy_timeout
 from engine.store.txn import rollback
 
 DEFAULT_CAPACITY = 10_000
@@ -437,7 +437,7 @@ class JournalWriter:
         except InputError as exc:  # the store cannot be opened now: SQLite's error, or the OS's
             cause = exc.__context__
             raise cause if isinstance(cause, sqlite3.Error) else OSError(str(exc)) from None
-        conn.execute(f"PRAGMA busy_timeout = {ATTEMPT_BUSY_MS}")
+        set_busy_timeout(conn, ATTEMPT_BUSY_MS)
         return Committer(conn, clock=self.clock, ticks=self.ticks)
 
     def _commit(self, committer: Committer, items: list[object], drops: int) -> None:

@@ -27,15 +27,24 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """Run the block in one ``BEGIN IMMEDIATE`` transaction on ``conn``.
 
     The block's exception (after the rollback) propagates unchanged; a failing
-    ``COMMIT`` rolls back too.
+    ``COMMIT`` rolls back too. A store connection first takes its file's
+    in-process write lock (see :class:`engine.store.db.StoreConnection`),
+    waiting at most its busy timeout, then "database is locked" as SQLite says it.
     """
-    conn.execute("BEGIN IMMEDIATE")
+    lock = getattr(conn, "write_lock", None)
+    if lock is not None and not lock.acquire(timeout=getattr(conn, "busy_ms", 0) / 1000):
+        raise sqlite3.OperationalError("database is locked")
     try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback(conn)
-        raise
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 @contextmanager
