@@ -146,7 +146,7 @@ def connect(
                 factory=StoreConnection,
             )
             conn.write_lock = _write_lock(target)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        set_busy_timeout(conn, BUSY_TIMEOUT_MS)
         if readonly:
             # The first read touches the file (and, in WAL mode, the -shm file).
             if int(conn.execute("PRAGMA user_version").fetchone()[0]) < 1:

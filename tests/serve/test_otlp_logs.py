@@ -9,8 +9,6 @@ map equal to the official list read with the last value of a repeated key.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -20,8 +18,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from engine.serve import otlp
+from tests.conftest import shared_file
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "real-clients"
 KEYS = st.sampled_from(["tool_name", "success", "session.id", "a", "é", "tool_input", ""])
 TEXT = st.text(max_size=12)
 
@@ -152,7 +150,7 @@ def test_corrupted_bytes_are_refused_alike(
     "name", ["codex-0.171.0_batch1_20records.pb", "codex-0.171.0_tool_result_1record.pb"]
 )
 def test_recorded_codex_bodies_read_the_same(name: str) -> None:
-    body = (REAL / name).read_bytes()
+    body = shared_file(f"real-clients/{name}").read_bytes()
     assert_same(ExportLogsServiceRequest.FromString(body), otlp.decode(body, otlp.PROTOBUF))
 
 
