@@ -15,74 +15,30 @@ from __future__ import annotations
 
 from engine.errors import Diagnostic, Location
 from engine.skillspec.imports import depth_first
-from engine.yamlsrc import LocDict, LocList
+from engine.skillspec.refwalk import RefWalk, obj_of, q, seq_of, string_of, strings_of
 
 TYPE_CHECKING = False  # no ``typing`` at run time (see engine.record)
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
     from typing import Any
 
 SCHEMA = "skillspec/v0"
 
 
-def q(value: str) -> str:
-    """A value quoted the way the reference's messages quote it.
-
-    ``json`` is imported here, on the first message: a spec that validates never loads it.
-    """
-    import json
-
-    return json.dumps(value, ensure_ascii=False)
-
-
-_IDENTIFIER_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789_-."
-
-
-def is_identifier(value: str) -> bool:
-    """Lower-case ASCII letter first, then lower-case letters, digits, ``_ - .``."""
-    if not value or not ("a" <= value[0] <= "z"):
-        return False
-    return not value.strip(_IDENTIFIER_CHARACTERS)  # (what strip leaves is not one of them)
-
-
-def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _seq(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _string(obj: Any, key: str) -> list[str]:
-    """``obj[key]`` if it is a string (what :meth:`Validator.one` yields), as a list."""
-    value = obj.get(key) if isinstance(obj, dict) else None
-    return [value] if isinstance(value, str) else []
-
-
-def _strings(obj: Any, key: str) -> list[str]:
-    """The string items of the list ``obj[key]`` (what :meth:`Validator.many` yields)."""
-    items = obj.get(key) if isinstance(obj, dict) else None
-    return [item for item in items if isinstance(item, str)] if isinstance(items, list) else []
-
-
-class Validator:
+class Validator(RefWalk):
     """Collects cross-reference diagnostics for one parsed spec."""
 
     def __init__(self, data: dict[str, Any], file: str) -> None:
-        self.data = data
-        self.file = file
-        self.errors: list[Diagnostic] = []
-        self.warnings: list[Diagnostic] = []
-        self.root = data.pos if isinstance(data, LocDict) else Location(file, 1, 1)
+        super().__init__(data, file)
         d = data
-        self.routes = {r["id"] for r in _seq(d.get("routes")) if isinstance(_obj(r).get("id"), str)}
-        self.rules = {r["id"] for r in _seq(d.get("rules")) if isinstance(_obj(r).get("id"), str)}
+        self.routes = {
+            r["id"] for r in seq_of(d.get("routes")) if isinstance(obj_of(r).get("id"), str)
+        }
+        self.rules = {
+            r["id"] for r in seq_of(d.get("rules")) if isinstance(obj_of(r).get("id"), str)
+        }
         self.ids: dict[str, set[str]] = {
-            name: set(_map(d.get(name)))
+            name: set(obj_of(d.get(name)))
             for name in (
                 "states",
                 "elicitations",
@@ -102,93 +58,6 @@ class Validator:
         self.actions = (
             self.ids["commands"] | self.ids["recipes"] | self.ids["code"] | self.ids["closures"]
         )
-
-    # ------------------------------------------------------------------ reporting
-    def err(self, message: str, loc: Location, path: str, code: str) -> None:
-        self.errors.append(Diagnostic(message, loc, path=path, code=code))
-
-    def warn(self, message: str, loc: Location, path: str, code: str) -> None:
-        self.warnings.append(Diagnostic(message, loc, path=path, severity="warning", code=code))
-
-    def unknown(self, field: str, value: str, loc: Location, path: str) -> None:
-        self.err(f"unknown reference {q(value)} in {field}", loc, path, "unknown_reference")
-
-    def missing(self, field: str, loc: Location, path: str) -> None:
-        self.err(f"spec is missing required field {field}", loc, path, "missing_field")
-
-    def identifier(self, field: str, value: str, loc: Location, path: str) -> None:
-        if not is_identifier(value):
-            self.err(f"invalid identifier {q(value)} in {field}", loc, path, "invalid_identifier")
-
-    # ------------------------------------------------------------------ access
-    @staticmethod
-    def key_loc(mapping: Any, key: str, default: Location) -> Location:
-        return mapping.where(key) if isinstance(mapping, LocDict) else default
-
-    @staticmethod
-    def val_loc(mapping: Any, key: str, default: Location) -> Location:
-        return mapping.where_value(key) if isinstance(mapping, LocDict) else default
-
-    def one(self, obj: Any, key: str, path: str) -> Iterator[tuple[str, Location, str]]:
-        """The string at ``obj[key]`` if there is one, with its location and path."""
-        if isinstance(obj, dict) and isinstance(obj.get(key), str):
-            yield obj[key], self.val_loc(obj, key, self.root), f"{path}.{key}"
-
-    def many(self, obj: Any, key: str, path: str) -> Iterator[tuple[str, Location, str]]:
-        """Each string item of the list ``obj[key]``, with its location and path."""
-        if not isinstance(obj, dict):
-            return
-        items = obj.get(key)
-        if not isinstance(items, list):
-            return
-        base = self.val_loc(obj, key, self.root)
-        for i, item in enumerate(items):
-            if isinstance(item, str):
-                loc = items.where(i) if isinstance(items, LocList) else base
-                yield item, loc, f"{path}.{key}[{i}]"
-
-    def entries(self, section: str) -> Iterator[tuple[str, Any, Location, str]]:
-        """``(id, value, key location, path)`` for each entry of a map section."""
-        mapping = self.data.get(section)
-        if not isinstance(mapping, dict):
-            return
-        for key, value in mapping.items():
-            yield key, value, self.key_loc(mapping, key, self.root), f"{section}.{key}"
-
-    def known_one(self, known: set[str], field: str, obj: Any, key: str, path: str) -> None:
-        """``obj[key]``, when a string, names one of ``known``: an unknown reference otherwise.
-
-        As :meth:`one` then a check of each, but the location and path are
-        only made for a finding (most references are known).
-        """
-        if isinstance(obj, dict):
-            value = obj.get(key)
-            if isinstance(value, str) and value not in known:
-                self.unknown(field, value, self.val_loc(obj, key, self.root), f"{path}.{key}")
-
-    def known_many(self, known: set[str], field: str, obj: Any, key: str, path: str) -> None:
-        """Each string item of the list ``obj[key]`` names one of ``known`` (as :meth:`many`)."""
-        items = obj.get(key) if isinstance(obj, dict) else None
-        if not isinstance(items, list):
-            return
-        for i, item in enumerate(items):
-            if isinstance(item, str) and item not in known:
-                if isinstance(items, LocList):
-                    loc = items.where(i)
-                else:
-                    loc = self.val_loc(obj, key, self.root)
-                self.unknown(field, item, loc, f"{path}.{key}[{i}]")
-
-    def unique(
-        self, field: str, items: list[tuple[str, Location, str]], check_ident: bool = True
-    ) -> None:
-        seen: set[str] = set()
-        for value, loc, path in items:
-            if check_ident:
-                self.identifier(field, value, loc, path)
-            if value in seen:
-                self.err(f"duplicate identifier {q(value)} in {field}", loc, path, "duplicate_id")
-            seen.add(value)
 
     # ------------------------------------------------------------------ rules
     def run(self) -> None:
@@ -227,15 +96,15 @@ class Validator:
 
     def routes_(self) -> None:
         items: list[tuple[str, Location, str]] = []
-        for i, route in enumerate(_seq(self.data.get("routes"))):
+        for i, route in enumerate(seq_of(self.data.get("routes"))):
             items.extend(self.one(route, "id", f"routes[{i}]"))
-            plan = _obj(_obj(route).get("execution_plan"))
+            plan = obj_of(obj_of(route).get("execution_plan"))
             phase_ids = {
                 p["id"]
-                for p in _seq(plan.get("phases"))
+                for p in seq_of(plan.get("phases"))
                 if isinstance(p, dict) and isinstance(p.get("id"), str)
             }
-            for j, phase in enumerate(_seq(plan.get("phases"))):
+            for j, phase in enumerate(seq_of(plan.get("phases"))):
                 base = f"routes[{i}].execution_plan.phases[{j}]"
                 # Not checked by the reference: reported as warnings so verdicts still agree.
                 for value, loc, path in self.one(phase, "route", base):
@@ -243,7 +112,7 @@ class Validator:
                         self.warn(
                             f"phase route {q(value)} is not a declared route", loc, path, "phase"
                         )
-                for k, jump in enumerate(_seq(_obj(phase).get("jumps"))):
+                for k, jump in enumerate(seq_of(obj_of(phase).get("jumps"))):
                     for value, loc, path in self.one(jump, "to_phase", f"{base}.jumps[{k}]"):
                         if value not in phase_ids:
                             self.warn(
@@ -257,7 +126,7 @@ class Validator:
     def elicitations(self) -> None:
         for eid, el, kloc, base in self.entries("elicitations"):
             self.identifier("elicitations key", eid, kloc, base)
-            el = _obj(el)
+            el = obj_of(el)
             for value, loc, path in self.one(el, "question", base):
                 if not value.strip():
                     self.missing("elicitations.question", loc, path)
@@ -265,7 +134,7 @@ class Validator:
             if isinstance(choices, list) and not choices:
                 self.missing("elicitations.choices", self.val_loc(el, "choices", kloc), base)
             ids: list[tuple[str, Location, str]] = []
-            for i, choice in enumerate(_seq(choices)):
+            for i, choice in enumerate(seq_of(choices)):
                 cbase = f"{base}.choices[{i}]"
                 ids.extend(self.one(choice, "id", cbase))
                 for value, loc, path in self.one(choice, "label", cbase):
@@ -278,7 +147,7 @@ class Validator:
             self.unique("elicitations.choices.id", ids)
             choice_ids = {v for v, _, _ in ids}
             self.known_one(choice_ids, "elicitations.default", el, "default", base)
-            for i, cond in enumerate(_seq(el.get("required_when"))):
+            for i, cond in enumerate(seq_of(el.get("required_when"))):
                 cbase = f"{base}.required_when[{i}]"
                 self.known_one(
                     self.routes, "elicitations.required_when.route", cond, "route", cbase
@@ -287,21 +156,21 @@ class Validator:
                     self.identifier("elicitations.required_when.missing", value, loc, path)
 
     def trace(self) -> None:
-        trace = _obj(self.data.get("trace"))
+        trace = obj_of(self.data.get("trace"))
         self.unique("trace.record", list(self.many(trace, "record", "trace")), check_ident=False)
 
     def dependencies(self) -> None:
         for did, dep, kloc, base in self.entries("dependencies"):
             self.identifier("dependencies key", did, kloc, base)
-            dep = _obj(dep)
+            dep = obj_of(dep)
             for name in ("command", "path", "env"):
                 for value, loc, path in self.one(dep, name, base):
                     if value == "":
                         self.missing(f"dependencies.{name}", loc, path)
-                for value, loc, path in self.one(_obj(dep.get("check")), name, f"{base}.check"):
+                for value, loc, path in self.one(obj_of(dep.get("check")), name, f"{base}.check"):
                     if value == "":
                         self.missing(f"dependencies.check.{name}", loc, path)
-            provision = _obj(dep.get("provision"))
+            provision = obj_of(dep.get("provision"))
             self.known_one(
                 self.ids["elicitations"],
                 "dependencies.provision.elicit",
@@ -310,7 +179,7 @@ class Validator:
                 f"{base}.provision",
             )
             ids: list[tuple[str, Location, str]] = []
-            for i, option in enumerate(_seq(provision.get("options"))):
+            for i, option in enumerate(seq_of(provision.get("options"))):
                 obase = f"{base}.provision.options[{i}]"
                 ids.extend(self.one(option, "id", obase))
                 for value, loc, path in self.one(option, "label", obase):
@@ -331,48 +200,48 @@ class Validator:
             "recipe": self.ids["recipes"],
             "snippet": self.ids["snippets"],
         }
-        for i, use in enumerate(_seq(obj.get("used_by"))):
-            kind = _obj(use).get("kind")
+        for i, use in enumerate(seq_of(obj.get("used_by"))):
+            kind = obj_of(use).get("kind")
             if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
                 self.known_one(kinds[kind], f"{section}.used_by", use, "id", f"{base}.used_by[{i}]")
 
     def import_references(self) -> set[str]:
         refs: set[str] = set()
         for imp in self.section("imports"):
-            refs.update(_strings(_obj(imp).get("requires"), "imports"))
+            refs.update(strings_of(obj_of(imp).get("requires"), "imports"))
         for code in self.section("code"):
-            refs.update(_strings(_obj(code).get("requires"), "imports"))
+            refs.update(strings_of(obj_of(code).get("requires"), "imports"))
         for recipe in self.section("recipes"):
-            recipe = _obj(recipe)
-            refs.update(_strings(recipe.get("requires"), "imports"))
-            for step in _seq(recipe.get("steps")):
-                refs.update(_string(step, "load_import"))
+            recipe = obj_of(recipe)
+            refs.update(strings_of(recipe.get("requires"), "imports"))
+            for step in seq_of(recipe.get("steps")):
+                refs.update(string_of(step, "load_import"))
         return refs
 
     def resource_references(self) -> set[str]:
         refs: set[str] = set()
         for code in self.section("code"):
-            code = _obj(code)
-            refs.update(_string(code.get("source"), "from_resource"))
-            refs.update(_strings(code.get("requires"), "resources"))
+            code = obj_of(code)
+            refs.update(string_of(code.get("source"), "from_resource"))
+            refs.update(strings_of(code.get("requires"), "resources"))
         for recipe in self.section("recipes"):
-            recipe = _obj(recipe)
-            refs.update(_strings(recipe.get("requires"), "resources"))
-            for step in _seq(recipe.get("steps")):
-                refs.update(_string(step, "load_resource"))
+            recipe = obj_of(recipe)
+            refs.update(strings_of(recipe.get("requires"), "resources"))
+            for step in seq_of(recipe.get("steps")):
+                refs.update(string_of(step, "load_resource"))
         for command in self.section("commands"):
-            refs.update(_strings(_obj(command).get("requires"), "resources"))
+            refs.update(strings_of(obj_of(command).get("requires"), "resources"))
         return refs
 
     def section(self, name: str) -> Iterable[Any]:
         """The entries of a map section (as :meth:`entries` walks them), without their places."""
-        return _map(self.data.get(name)).values()
+        return obj_of(self.data.get(name)).values()
 
     def imports(self) -> None:
         referenced = self.import_references()
         for iid, imp, kloc, base in self.entries("imports"):
             self.identifier("imports key", iid, kloc, base)
-            imp = _obj(imp)
+            imp = obj_of(imp)
             for value, loc, path in self.one(imp, "path", base):
                 if not value.strip():
                     self.missing("imports.path", loc, path)
@@ -389,7 +258,7 @@ class Validator:
             self.use_refs("imports", imp, base)
             if (
                 iid not in referenced
-                and not _seq(imp.get("used_by"))
+                and not seq_of(imp.get("used_by"))
                 and imp.get("load") != "always"
             ):
                 self.unknown("imports.orphan", iid, kloc, base)
@@ -397,10 +266,10 @@ class Validator:
 
     def import_cycles(self) -> None:
         """Depth-first over imports in key order, as the reference walks them."""
-        imports = _map(self.data.get("imports"))
+        imports = obj_of(self.data.get("imports"))
 
         def children(node: str) -> list[str]:
-            return _strings(_obj(imports.get(node)).get("requires"), "imports")
+            return strings_of(obj_of(imports.get(node)).get("requires"), "imports")
 
         for cycle in depth_first(sorted(imports), children)[1]:
             start = cycle[0]
@@ -418,22 +287,22 @@ class Validator:
         referenced = self.resource_references()
         for rid, res, kloc, base in self.entries("resources"):
             self.identifier("resources key", rid, kloc, base)
-            res = _obj(res)
+            res = obj_of(res)
             for value, loc, path in self.one(res, "path", base):
                 if not value.strip():
                     self.missing("resources.path", loc, path)
             self.use_refs("resources", res, base)
-            if rid not in referenced and not _seq(res.get("used_by")):
+            if rid not in referenced and not seq_of(res.get("used_by")):
                 self.unknown("resources.orphan", rid, kloc, base)
 
     def code(self) -> None:
         for cid, code, kloc, base in self.entries("code"):
             self.identifier("code key", cid, kloc, base)
-            code = _obj(code)
+            code = obj_of(code)
             for value, loc, path in self.one(code, "language", base):
                 if not value.strip():
                     self.missing("code.language", loc, path)
-            source = _obj(code.get("source"))
+            source = obj_of(code.get("source"))
             for name in ("inline", "file"):
                 for value, loc, path in self.one(source, name, f"{base}.source"):
                     if not value.strip():
@@ -477,8 +346,8 @@ class Validator:
 
     def exec_refs(self, obj: dict[str, Any], key: str, base: str) -> None:
         kinds = {"command": "commands", "code": "code", "recipe": "recipes"}
-        for i, ref in enumerate(_seq(obj.get(key))):
-            kind = _obj(ref).get("kind")
+        for i, ref in enumerate(seq_of(obj.get(key))):
+            kind = obj_of(ref).get("kind")
             if isinstance(kind, str) and kind in kinds:  # a mapping here is unhashable
                 self.known_one(
                     self.ids[kinds[kind]], f"artifacts.{key}", ref, "id", f"{base}.{key}[{i}]"
@@ -487,7 +356,7 @@ class Validator:
     def artifacts(self) -> None:
         for aid, art, kloc, base in self.entries("artifacts"):
             self.identifier("artifacts key", aid, kloc, base)
-            art = _obj(art)
+            art = obj_of(art)
             for value, loc, path in self.one(art, "path", base):
                 if value == "":
                     self.missing("artifacts.path", loc, path)
@@ -507,13 +376,13 @@ class Validator:
         branch_targets = self.ids["commands"] | self.ids["code"] | self.ids["recipes"]
         for rid, recipe, kloc, base in self.entries("recipes"):
             self.identifier("recipes key", rid, kloc, base)
-            recipe = _obj(recipe)
+            recipe = obj_of(recipe)
             req = recipe.get("requires")
             for name in ("resources", "imports", "dependencies", "artifacts"):
                 self.known_many(
                     self.ids[name], f"recipes.requires.{name}", req, name, f"{base}.requires"
                 )
-            for i, step in enumerate(_seq(recipe.get("steps"))):
+            for i, step in enumerate(seq_of(recipe.get("steps"))):
                 sbase = f"{base}.steps[{i}]"
                 if not isinstance(step, dict) or len(step) != 1:
                     continue
@@ -527,7 +396,7 @@ class Validator:
                             self.missing("recipes.steps.note", loc, path)
                 if kind != "branch":
                     continue
-                branch = _obj(step["branch"])
+                branch = obj_of(step["branch"])
                 for value, loc, path in self.one(branch, "if", f"{sbase}.branch"):
                     if not value.strip():
                         self.missing("recipes.steps.branch.if", loc, path)
@@ -542,7 +411,7 @@ class Validator:
 
     def rules_(self) -> None:
         items: list[tuple[str, Location, str]] = []
-        for i, rule in enumerate(_seq(self.data.get("rules"))):
+        for i, rule in enumerate(seq_of(self.data.get("rules"))):
             base = f"rules[{i}]"
             items.extend(self.one(rule, "id", base))
             self.known_one(self.routes, "rules.prefer", rule, "prefer", base)
@@ -564,7 +433,7 @@ class Validator:
     def commands(self) -> None:
         for cid, command, kloc, base in self.entries("commands"):
             self.identifier("commands key", cid, kloc, base)
-            req = _obj(command).get("requires")
+            req = obj_of(command).get("requires")
             rbase = f"{base}.requires"
             self.known_many(
                 self.ids["dependencies"],
@@ -578,9 +447,9 @@ class Validator:
             )
 
     def tests(self) -> None:
-        for i, test in enumerate(_seq(self.data.get("tests"))):
+        for i, test in enumerate(seq_of(self.data.get("tests"))):
             base = f"tests[{i}]"
-            expect = _obj(_obj(test).get("expect"))
+            expect = obj_of(obj_of(test).get("expect"))
             ebase = f"{base}.expect"
             if not has_assertions(expect):
                 loc = self.val_loc(test, "expect", self.key_loc(test, "expect", self.root))
@@ -594,6 +463,11 @@ class Validator:
             ):
                 for name in (stem, f"{stem}_exact", f"not_{stem}"):
                     self.known_many(known, f"tests.expect.{name}", expect, name, ebase)
+
+
+def _ids(items: Any) -> set[str]:
+    """The string ``id`` of each mapping in the list ``items``."""
+    return {r["id"] for r in seq_of(items) if isinstance(obj_of(r).get("id"), str)}
 
 
 def has_assertions(expect: dict[str, Any]) -> bool:

@@ -111,6 +111,7 @@ VALIDATE_ENGINE = {
     "engine.skillspec.files",
     "engine.skillspec.imports",
     "engine.skillspec.load",
+    "engine.skillspec.refwalk",
     "engine.skillspec.schema",
     "engine.skillspec.structure",
     "engine.skillspec.validate",

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from engine.skillspec.load import SpecReport, check_spec
-from engine.skillspec.validate import has_assertions, is_identifier
+from engine.skillspec.refwalk import is_identifier
+from engine.skillspec.validate import has_assertions
 from tests.skillspec.fixtures.cases import spec
 
 
