@@ -503,26 +503,31 @@ def _parse(text: str, file: str) -> YamlDocument:
     try:
         builder = _Builder(file, Parser(text))
         data = builder.document()
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or "malformed YAML"
-        if exc.context:
-            problem = f"{problem} ({exc.context})"
-        loc = _loc(file, mark) if mark is not None else Location(file)
-        if mark is not None and _char_at(text, mark.line, mark.column) == "\t":
-            problem = "tab character: YAML indentation must use spaces"
-        raise InvalidSource(
-            f"{loc}: {problem}",
-            title="Invalid YAML",
-            diagnostics=[Diagnostic(problem, loc, code="yaml")],
-        ) from None
     except YAMLError as exc:
-        raise InvalidSource(
+        raise invalid_yaml(exc, text, file) from None
+    return YamlDocument(data=data, text=text, file=file, depth=builder.depth)
+
+
+def invalid_yaml(exc: YAMLError, text: str, file: str) -> InvalidSource:
+    """PyYAML's error as an :class:`InvalidSource` at its mark (a tab said as such)."""
+    if not isinstance(exc, MarkedYAMLError):
+        return InvalidSource(
             f"{file}: {exc}",
             title="Invalid YAML",
             diagnostics=[Diagnostic(str(exc), Location(file), code="yaml")],
-        ) from None
-    return YamlDocument(data=data, text=text, file=file, depth=builder.depth)
+        )
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or "malformed YAML"
+    if exc.context:
+        problem = f"{problem} ({exc.context})"
+    loc = _loc(file, mark) if mark is not None else Location(file)
+    if mark is not None and _char_at(text, mark.line, mark.column) == "\t":
+        problem = "tab character: YAML indentation must use spaces"
+    return InvalidSource(
+        f"{loc}: {problem}",
+        title="Invalid YAML",
+        diagnostics=[Diagnostic(problem, loc, code="yaml")],
+    )
 
 
 def load_yaml_file(path: str | Path, display: str | None = None) -> YamlDocument:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from yaml.error import MarkedYAMLError, YAMLError
+from yaml.error import YAMLError
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 import engine.yamlsrc as yamlsrc
 from engine.errors import Diagnostic, InvalidSource, Location
 from engine.libyaml import Parser
 from engine.yamlscalars import PATTERNS, int_scalar
-from engine.yamlsrc import DUPLICATE_KEY_HINT, LocDict, LocList, parse_yaml
+from engine.yamlsrc import DUPLICATE_KEY_HINT, LocDict, LocList, invalid_yaml, parse_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -155,27 +155,8 @@ def composed(text: str, file: str) -> tuple[Any, int]:
     """(value, depth) as composing then building read ``text``; InvalidSource as parse_yaml's."""
     try:
         node = _ComposingLoader(text).get_single_node()
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or "malformed YAML"
-        if exc.context:
-            problem = f"{problem} ({exc.context})"
-        loc = Location(file, mark.line + 1, mark.column + 1) if mark is not None else Location(file)
-        lines = text.splitlines()
-        at = (mark.line, mark.column) if mark is not None else (len(lines), 0)
-        if at[0] < len(lines) and at[1] < len(lines[at[0]]) and lines[at[0]][at[1]] == "\t":
-            problem = "tab character: YAML indentation must use spaces"
-        raise InvalidSource(
-            f"{loc}: {problem}",
-            title="Invalid YAML",
-            diagnostics=[Diagnostic(problem, loc, code="yaml")],
-        ) from None
     except YAMLError as exc:
-        raise InvalidSource(
-            f"{file}: {exc}",
-            title="Invalid YAML",
-            diagnostics=[Diagnostic(str(exc), Location(file), code="yaml")],
-        ) from None
+        raise invalid_yaml(exc, text, file) from None
     build = ComposedBuild(file)
     return (None if node is None else build.build(node)), build.depth
 
