@@ -26,8 +26,8 @@ from engine.fleet.sim import (
     write_fleet,
 )
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
-from engine.rules.evaluation.evaluator import LiveEvaluator
 from engine.rules.evaluation.fires import Fire, list_fires
+from engine.rules.evaluation.live import LiveEvaluator
 from engine.rules.language.loader import default_sources, load_rules
 from engine.store.db import connect
 

@@ -96,7 +96,8 @@ def open_live(
     actions run from ``[memory.rules.actions]``, and (with ``lease``) a batch
     commits only while the lease is held.
     """
-    from engine.rules.evaluation.evaluator import LiveEvaluator, fast_host_for
+    from engine.rules.evaluation.evaluator import fast_host_for
+    from engine.rules.evaluation.live import LiveEvaluator
 
     watch = ConfigWatch.for_config(config)
     authority = watch.authority() if watch is not None else Authority.from_config(config)

@@ -5,8 +5,8 @@ of that row and the stored history before it, so a backtest reproduces live
 fires exactly. This module makes that structural: :class:`RowEvaluator` takes
 rows in seq order, with ``now`` = the row's ``at`` (there is no wall clock
 here), a primitive host that has seen exactly the rows up to this one, and a
-:class:`~engine.rules.evaluation.hooks.FireHooks`. :class:`LiveEvaluator` drives it
-from the persisted cursor and commits fires with the cursor in one
+:class:`~engine.rules.evaluation.hooks.FireHooks`. :mod:`.live`'s ``LiveEvaluator`` drives
+it from the persisted cursor and commits fires with the cursor in one
 transaction; :mod:`engine.rules.evaluation.backtest` drives it over a range of stored
 rows with fresh state and writes nothing.
 
@@ -19,22 +19,16 @@ read the store (only possible with the SQL host) marks that row as a
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.rules.evaluation.fires import Fire, insert_fires
+from engine.rules.evaluation.fires import Fire
 from engine.rules.evaluation.hooks import DefaultHooks, FireHooks
-from engine.rules.evaluation.schema import LIVE_CURSOR
-from engine.rules.evaluation.window import COL, COLUMNS, ROW_SELECT, WindowIndex, plan_rule
+from engine.rules.evaluation.window import COL, COLUMNS, WindowIndex, plan_rule
 from engine.rules.language.gates import Gate, GateCheck, gate_record, make_check
 from engine.rules.language.model import CompiledRule, EvalResult, Rule
 from engine.rules.language.prefilter import for_rule
-from engine.store.txn import immediate
-
-ACTIVE = "active"
-DISABLED = "disabled"
 
 
 class EvalHost(Protocol):
@@ -296,203 +290,3 @@ def _decide(entry: _Entry, row: Sequence[Any], host: EvalHost) -> EvalResult | N
         host.take_store_error()
         return None
     return EvalResult(True, calls, entry.rule.static_cost, None)
-
-
-# -- live evaluation -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StepResult:
-    """One committed batch: rows evaluated, fires stored (with ids), where the cursor is."""
-
-    rows: int
-    fires: tuple[Fire, ...]
-    cursor: int
-    rule_errors: tuple[RuleError, ...] = ()
-    store_errors: tuple[StoreErrorRecord, ...] = ()
-
-
-def read_cursor(conn: sqlite3.Connection, name: str = LIVE_CURSOR) -> tuple[int, int]:
-    row = conn.execute("SELECT seq, at FROM rule_cursor WHERE name = ?", (name,)).fetchone()
-    return (int(row[0]), int(row[1])) if row else (0, 0)
-
-
-def _bump(conn: sqlite3.Connection, counters: Mapping[str, int]) -> None:
-    for name, value in counters.items():
-        if value:
-            conn.execute(
-                "INSERT INTO rule_counters (name, value) VALUES (?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-                (name, value),
-            )
-
-
-class LiveEvaluator:
-    """Evaluates committed journal rows from the persisted cursor onwards.
-
-    Each :meth:`step` commits one batch: the fires, the disabled rules'
-    errors, store errors, counters and the advanced cursor in a single
-    ``BEGIN IMMEDIATE`` transaction, so a crash leaves either all of a batch
-    or none of it. ``acting=False`` (a follower) evaluates and records but
-    never calls ``after_commit``, where actions run.
-    """
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        rules: Sequence[CompiledRule],
-        *,
-        hooks: FireHooks | None = None,
-        acting: bool = True,
-        cursor_name: str = LIVE_CURSOR,
-        batch_size: int = 500,
-        host_factory: Callable[[Sequence[CompiledRule]], EvalHost] | None = None,
-    ) -> None:
-        self.conn = conn
-        self.rules = tuple(rules)
-        self.hooks = hooks or DefaultHooks()
-        self.acting = acting
-        self.cursor_name = cursor_name
-        self.batch_size = batch_size
-        self._host_factory = host_factory or fast_host_for
-        self._core: RowEvaluator | None = None
-        self.cursor = 0
-
-    # -- state ------------------------------------------------------------------------
-
-    def _restore(self) -> RowEvaluator:
-        """Rebuild in-memory state from the store: cursor, disabled rules, warm window."""
-        conn = self.conn
-        self.cursor, cursor_at = read_cursor(conn, self.cursor_name)
-        hashes = {cr.rule.name: cr.rule.hash for cr in self.rules}
-        disabled = {}
-        for name, hash_, state, error in conn.execute(
-            "SELECT name, hash, state, error FROM rule_state"
-        ):
-            if state == DISABLED and hashes.get(name) == hash_:
-                disabled[name] = error or "disabled"
-        host = self._host_factory(self.rules)
-        core = RowEvaluator(self.rules, host, self.hooks, disabled, conn=conn)
-        max_window = max((p.window_ms for cr in self.rules for p in cr.rule.primitives), default=0)
-        if self.cursor and max_window and isinstance(host, WindowIndex):
-            warm = conn.execute(
-                ROW_SELECT + " WHERE seq <= ? AND at > ? ORDER BY seq",
-                (self.cursor, cursor_at - max_window),
-            )
-            for row in warm:
-                host.feed(row)
-        self._register_versions()
-        return core
-
-    def _register_versions(self) -> None:
-        """Remember each loaded rule version (text by hash) for explain and the lifecycle."""
-        cursor, cursor_at = read_cursor(self.conn, self.cursor_name)
-        with immediate(self.conn):
-            for cr in self.rules:
-                r = cr.rule
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO rule_versions (hash, name, source_file, source_kind,"
-                    " text, first_seen_seq, first_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (r.hash, r.name, r.source_file, r.source_kind, r.text, cursor, cursor_at),
-                )
-                self.conn.execute(
-                    "INSERT INTO rule_state (name, hash, state, error, error_seq, updated_at)"
-                    " VALUES (?, ?, ?, NULL, NULL, ?) ON CONFLICT(name) DO UPDATE SET"
-                    " hash = excluded.hash, state = excluded.state, error = NULL,"
-                    " error_seq = NULL, updated_at = excluded.updated_at"
-                    " WHERE rule_state.hash != excluded.hash",
-                    (r.name, r.hash, ACTIVE, cursor_at),
-                )
-
-    @property
-    def disabled(self) -> Mapping[str, str]:
-        return {} if self._core is None else dict(self._core.disabled)
-
-    # -- stepping -----------------------------------------------------------------------
-
-    def step(self, max_rows: int | None = None) -> StepResult:
-        """Evaluate and commit the next batch of committed rows (possibly none)."""
-        if self._core is None:
-            self._core = self._restore()
-        core = self._core
-        conn = self.conn
-        limit = max_rows or self.batch_size
-        try:
-            with immediate(conn):
-                rows = conn.execute(
-                    ROW_SELECT + " WHERE seq > ? ORDER BY seq LIMIT ?", (self.cursor, limit)
-                ).fetchall()
-                if not rows:
-                    return StepResult(0, (), self.cursor)
-                errors_before = len(core.rule_errors)
-                store_before = len(core.store_errors)
-                evals_before = core.evaluations
-                fires: list[Fire] = []
-                for row in rows:
-                    fires.extend(core.process(row))
-                stored = insert_fires(conn, fires)
-                new_errors = tuple(core.rule_errors[errors_before:])
-                new_store = tuple(core.store_errors[store_before:])
-                for err in new_errors:
-                    conn.execute(
-                        "INSERT INTO rule_state (name, hash, state, error, error_seq, updated_at)"
-                        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
-                        " hash = excluded.hash, state = excluded.state, error = excluded.error,"
-                        " error_seq = excluded.error_seq, updated_at = excluded.updated_at",
-                        (err.rule, err.hash, DISABLED, err.error, err.seq, err.at),
-                    )
-                for se in new_store:
-                    conn.execute(
-                        "INSERT INTO rule_store_errors (seq, rule, error, at) VALUES (?, ?, ?, ?)",
-                        (se.seq, se.rule, se.error, se.at),
-                    )
-                _bump(
-                    conn,
-                    {
-                        "rows": len(rows),
-                        "evaluations": core.evaluations - evals_before,
-                        "fires": len(stored),
-                        "rule_errors": len(new_errors),
-                        "store_errors": len(new_store),
-                    },
-                )
-                self.hooks.before_commit(stored, conn)
-                last = rows[-1]
-                conn.execute(
-                    "INSERT INTO rule_cursor (name, seq, at) VALUES (?, ?, ?) ON CONFLICT(name)"
-                    " DO UPDATE SET seq = excluded.seq, at = excluded.at",
-                    (self.cursor_name, last[0], last[1]),
-                )
-        except BaseException:
-            # In-memory state ran ahead of the store: rebuild it from the store next time.
-            self._core = None
-            raise
-        self.cursor = int(last[0])
-        if self.acting and stored:
-            self.hooks.after_commit(stored)
-        return StepResult(len(rows), tuple(stored), self.cursor, new_errors, new_store)
-
-    def run_until_idle(self, max_rows: int | None = None) -> list[Fire]:
-        """Step until no committed row is left; return every fire stored."""
-        out: list[Fire] = []
-        while True:
-            res = self.step(max_rows)
-            out.extend(res.fires)
-            if res.rows == 0:
-                return out
-
-    def follow(
-        self,
-        stop: threading.Event,
-        *,
-        poll_s: float = 0.02,
-        on_step: Callable[[StepResult], None] | None = None,
-    ) -> None:
-        """Evaluate new rows as they commit until ``stop`` is set (sleeping when idle)."""
-        while not stop.is_set():
-            res = self.step()
-            if on_step is not None and res.rows:
-                on_step(res)
-            if res.rows == 0:
-                stop.wait(poll_s)
-        return None

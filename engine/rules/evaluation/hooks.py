@@ -10,14 +10,18 @@ same decisions.
 
 Call order for one batch of rows (live evaluation)::
 
+    for each row:  hooks.on_row(row, conn)          (only for kinds in row_kinds, when due())
+                   hooks.on_match(rule, target, row, now_ms) per match
     BEGIN IMMEDIATE
-      for each row:  hooks.on_row(row, conn)        (only for kinds in row_kinds, when due())
-                     hooks.on_match(rule, target, row, now_ms) per match
       INSERT fires; hooks.before_commit(fires_with_ids, conn); advance cursor
     COMMIT
     if acting: hooks.after_commit(fires)             (actions run here, at most once)
 
-In a backtest ``conn`` is ``None`` (nothing may be written) and
+The rows are evaluated before ``BEGIN IMMEDIATE`` so that journal writers are
+not kept waiting while Python evaluates; ``on_match`` may read through the
+store but never writes. ``on_row`` may write: a batch holding a row of
+``row_kinds`` is evaluated inside the write transaction instead (see
+:mod:`.live`). In a backtest ``conn`` is ``None`` (nothing may be written) and
 ``after_commit`` is never called.
 """
 
