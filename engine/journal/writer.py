@@ -50,7 +50,7 @@ FUTURE_SKEW_MS = 5 * MINUTE_MS
 MAX_GAP_TICKS = 1440
 HISTORY_BATCH = 50_000
 
-_INSERT_HEAD = f"INSERT INTO rule_journal (seq, {', '.join(INSERT_COLUMNS)}) VALUES "
+_INSERT_HEAD = f"INSERT OR ROLLBACK INTO rule_journal (seq, {', '.join(INSERT_COLUMNS)}) VALUES "
 _ONE_ROW = f"({', '.join('?' * (len(INSERT_COLUMNS) + 1))})"
 #: The most rows one INSERT statement carries (a power of two; 16 values each).
 _MAX_CHUNK: Final = 256
@@ -76,6 +76,13 @@ def insert_rows(conn: sqlite3.Connection, rows: Sequence[tuple[object, ...]]) ->
     batch goes as power-of-two chunks of at most :data:`_MAX_CHUNK` rows (100
     rows: 64 + 32 + 4), so a handful of statement texts stay prepared in the
     connection's cache.
+
+    The statement is ``INSERT OR ROLLBACK``: a refused row ends the whole
+    transaction, which every caller rolls back anyway. A plain INSERT may
+    abort alone, so SQLite keeps a statement journal of the pages it changes;
+    a chunk changes more than that journal keeps in memory, and every commit
+    created, wrote and deleted a temporary file (in serve: half of all
+    ``pwrite`` calls, and an ``open`` and ``unlink`` per commit).
     """
     n, i = len(rows), 0
     while i < n:

@@ -55,7 +55,7 @@ def test_a_batch_takes_few_statements_and_few_texts(tmp_path: Path) -> None:
     rows = [(seq, T0, "run_event", "tool_call", "observer", *[None] * 11) for seq in range(1, 101)]
     with immediate(conn):
         insert_rows(conn, rows)
-    inserts = [t for t in traced if t.startswith("INSERT INTO rule_journal")]
+    inserts = [t for t in traced if t.startswith("INSERT OR ROLLBACK INTO rule_journal")]
     assert [t.count("),(") + 1 for t in inserts] == [64, 32, 4]  # not one step per row
     assert len(all_rows(conn)) == 100
     # 1..600 rows use at most log2(256) + 1 statement texts, so they stay prepared
@@ -83,3 +83,6 @@ def test_a_refused_chunk_leaves_nothing_behind(tmp_path: Path) -> None:
     else:
         raise AssertionError("a duplicate seq was stored")
     assert all_rows(conn) == before
+    # The refused statement ended the transaction; the connection and its lock carry on.
+    assert not conn.in_transaction
+    assert committer.admit([tool_call()]).last_seq == 2

@@ -55,12 +55,38 @@ def wait_health(serve: Serve, want: int, timeout: float) -> tuple[float, dict[st
         time.sleep(0.05)
 
 
+def wait_hold(serve: Serve, harness: str, timeout: float) -> None:
+    """Return once ``harness`` has an active hold (AssertionError past ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        conn = sqlite3.connect(f"file:{serve.store}?mode=ro", uri=True)
+        try:
+            held = conn.execute(
+                "SELECT count(*) FROM rule_holds WHERE harness = ? AND released_at IS NULL",
+                (harness,),
+            ).fetchone()[0]
+        finally:
+            conn.close()
+        if held:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no hold on {harness} within {timeout:g}s of the call")
+        time.sleep(0.05)
+
+
 def assert_gate_acts(serve: Serve) -> None:
-    """A hold rule fires on a call and the next call of that harness is denied."""
+    """A hold rule fires on a call and the next call of that harness is denied.
+
+    The hold must appear within 10 s: after a fault the evaluator catches up on
+    the rows admitted meanwhile, which on a loaded machine can outlast
+    ``gate_wait`` (the gate then answers late, by design: read-your-writes
+    within ``gate_wait`` is tests/serve/test_watermark_gate.py's subject).
+    """
     post = fixture("PostToolUse")
     post.update(tool_name="Forbidden", tool_input={"x": 1}, tool_use_id="toolu_forbidden")
     status, answer = serve.hook(post, GATE_HARNESS)
     assert status == 200, answer
+    wait_hold(serve, GATE_HARNESS, 10.0)
     status, answer = serve.hook(fixture("PreToolUse"), GATE_HARNESS)
     assert status == 200, answer
     output = answer["hookSpecificOutput"]  # type: ignore[index]
