@@ -13,12 +13,16 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.rules.evaluation.fires import Fire, list_fires
 from engine.rules.evaluation.hooks import DefaultHooks, FireDecision, RowView
-from engine.rules.evaluation.live import LiveEvaluator, read_cursor
+from engine.rules.evaluation.live import LiveEvaluator, read_batch, read_cursor
+from engine.rules.evaluation.window import COLUMNS, ROW_SELECT
 from engine.rules.language.model import Rule
 from engine.store.db import connect, set_busy_timeout
 from engine.store.txn import immediate
@@ -119,3 +123,56 @@ def test_an_evaluator_overtaken_by_another_resumes_from_the_stored_cursor(
     assert [f.seq for f in fires] == [4, 5]
     assert [f.seq for f in list_fires(store)] == [1, 2, 3, 4, 5]
     assert late.cursor == read_cursor(store)[0] == 5
+
+
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+_CLEAN = st.one_of(st.none(), _TEXT, st.integers(min_value=-(2**63), max_value=2**63 - 1))
+_AT = st.integers(min_value=0, max_value=2**62)
+#: What only a hand-written row holds: JSON cannot carry a BLOB, nor every REAL exactly.
+_REAL_ROW = st.tuples(
+    st.one_of(_AT, st.floats(0, 1e15)), *[_CLEAN] * 12, st.floats(allow_nan=False)
+)
+_BLOB_ROW = st.tuples(_AT, *[st.one_of(_CLEAN, st.binary(max_size=4))] * 13)
+_ROW = st.one_of(st.tuples(_AT, *[_CLEAN] * 13), _REAL_ROW, _BLOB_ROW)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(_ROW, max_size=30),
+    after=st.integers(min_value=0, max_value=40),
+    limit=st.integers(min_value=1, max_value=40),
+)
+def test_a_batch_reads_as_the_row_select_reads_it(
+    rows: list[tuple[Any, ...]], after: int, limit: int
+) -> None:
+    """Whatever the journal holds (hand-written REALs and BLOBs too), a batch reads as fetchall."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE TABLE rule_journal (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, kind TEXT,"
+        " type TEXT, source TEXT, harness TEXT, project TEXT, run TEXT, tool TEXT,"
+        " outcome TEXT, path TEXT, cause_digest TEXT, args_digest TEXT, other_harness TEXT,"
+        " fact TEXT, n INTEGER)"
+    )
+    conn.executemany(
+        "INSERT INTO rule_journal (at, kind, type, source, harness, project, run, tool, outcome,"
+        " path, cause_digest, args_digest, other_harness, n) VALUES"
+        " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    want = conn.execute(
+        ROW_SELECT + " WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+    ).fetchall()
+    traced: list[str] = []
+    conn.set_trace_callback(traced.append)
+    got = read_batch(conn, after, limit)
+    conn.set_trace_callback(None)
+    assert got == want
+    assert [type(v) for r in got for v in r] == [type(v) for r in want for v in r]
+    stored = conn.execute(
+        "SELECT count(*) FROM rule_journal WHERE seq IN (SELECT seq FROM rule_journal"
+        " WHERE seq > ? ORDER BY seq LIMIT ?) AND (typeof(at) = 'real' OR typeof(n) = 'real'"
+        " OR " + " OR ".join(f"typeof({c}) = 'blob'" for c in COLUMNS[2:]) + ")",
+        (after, limit),
+    ).fetchone()[0]
+    if not stored:  # nothing JSON cannot carry: one statement read the whole batch
+        assert len(traced) == 1, traced
