@@ -83,7 +83,7 @@ def live_latency(seconds: float, rate: int = 1000) -> dict[str, Any]:
     """
     from engine.fleet.sim import iter_fleet_tuples
     from engine.journal.rows import INSERT_COLUMNS
-    from engine.rules.evaluation.live import LiveEvaluator
+    from engine.rules.evaluation.live_evaluator import LiveEvaluator
     from engine.store.db import connect
     from tests.benchmarks._rules_set import LATENCY_RULE, _compile, starter_rules
 

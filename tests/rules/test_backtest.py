@@ -17,7 +17,7 @@ from engine.rules.evaluation.backtest import (
     resolve_range,
     run_backtest,
 )
-from engine.rules.evaluation.live import LiveEvaluator
+from engine.rules.evaluation.live_evaluator import LiveEvaluator
 from engine.store.db import connect
 from tests.rules.test_evaluator import CAUSE, MIN, RESTART_RULE, T0, insert, make_rule, row
 

@@ -26,7 +26,7 @@ from engine.fleet.sim import iter_fleet_tuples, write_fleet
 from engine.journal.writer import Committer
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
 from engine.rules.evaluation.fires import list_fires
-from engine.rules.evaluation.live import LiveEvaluator, read_cursor
+from engine.rules.evaluation.live_evaluator import LiveEvaluator, read_cursor
 from engine.rules.language.loader import default_sources, load_rules
 from engine.rules.language.model import CompiledRule
 from engine.store.db import connect

@@ -15,7 +15,7 @@ from engine.rules.evaluation.evaluator import RowEvaluator, fast_host_for
 from engine.rules.evaluation.fires import Fire, list_fires
 from engine.rules.evaluation.hooks import DefaultHooks, FireDecision, RowView
 from engine.rules.evaluation.host_sql import SqlHost
-from engine.rules.evaluation.live import LiveEvaluator, read_cursor
+from engine.rules.evaluation.live_evaluator import LiveEvaluator, read_cursor
 from engine.rules.language.loader import compile_rule_text
 from engine.rules.language.model import CompiledRule, EvalResult, Rule
 from engine.store.db import connect

@@ -10,7 +10,7 @@ import pytest
 
 from engine.cli.harness import main as harness
 from engine.rules.evaluation.fire_explain import cel_duration, explain_fire
-from engine.rules.evaluation.live import LiveEvaluator
+from engine.rules.evaluation.live_evaluator import LiveEvaluator
 from engine.store.db import connect
 from tests.rules.test_evaluator import CAUSE, MIN, RESTART_RULE, T0, insert, make_rule, row
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from engine.rules.evaluation.fires import Fire, list_fires
 from engine.rules.evaluation.hooks import DefaultHooks, FireDecision, RowView
-from engine.rules.evaluation.live import LiveEvaluator, read_batch, read_cursor
+from engine.rules.evaluation.live_evaluator import LiveEvaluator, read_batch, read_cursor
 from engine.rules.evaluation.window import COLUMNS, ROW_SELECT
 from engine.rules.language.model import Rule
 from engine.store.db import connect, set_busy_timeout

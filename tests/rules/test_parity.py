@@ -10,7 +10,7 @@ import pytest
 
 from engine.cli.harness import main as harness
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
-from engine.rules.evaluation.live import LiveEvaluator
+from engine.rules.evaluation.live_evaluator import LiveEvaluator
 from engine.rules.evaluation.parity import compare_live, fires_digest, stamp
 from engine.store.db import connect
 from tests.rules.test_backtest import _rule_file, restart_journal

@@ -27,7 +27,7 @@ from engine.fleet.sim import (
 )
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
 from engine.rules.evaluation.fires import Fire, list_fires
-from engine.rules.evaluation.live import LiveEvaluator
+from engine.rules.evaluation.live_evaluator import LiveEvaluator
 from engine.rules.language.loader import default_sources, load_rules
 from engine.store.db import connect
 

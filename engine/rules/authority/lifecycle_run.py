@@ -97,7 +97,7 @@ def open_live(
     commits only while the lease is held.
     """
     from engine.rules.evaluation.evaluator import fast_host_for
-    from engine.rules.evaluation.live import LiveEvaluator
+    from engine.rules.evaluation.live_evaluator import LiveEvaluator
 
     watch = ConfigWatch.for_config(config)
     authority = watch.authority() if watch is not None else Authority.from_config(config)

@@ -5,7 +5,7 @@ of that row and the stored history before it, so a backtest reproduces live
 fires exactly. This module makes that structural: :class:`RowEvaluator` takes
 rows in seq order, with ``now`` = the row's ``at`` (there is no wall clock
 here), a primitive host that has seen exactly the rows up to this one, and a
-:class:`~engine.rules.evaluation.hooks.FireHooks`. :mod:`.live`'s ``LiveEvaluator`` drives
+:class:`~engine.rules.evaluation.hooks.FireHooks`. :mod:`.live_evaluator`'s ``LiveEvaluator`` drives
 it from the persisted cursor and commits fires with the cursor in one
 transaction; :mod:`engine.rules.evaluation.backtest` drives it over a range of stored
 rows with fresh state and writes nothing.

@@ -21,7 +21,7 @@ The rows are evaluated before ``BEGIN IMMEDIATE`` so that journal writers are
 not kept waiting while Python evaluates; ``on_match`` may read through the
 store but never writes. ``on_row`` may write: a batch holding a row of
 ``row_kinds`` is evaluated inside the write transaction instead (see
-:mod:`.live`). In a backtest ``conn`` is ``None`` (nothing may be written) and
+:mod:`.live_evaluator`). In a backtest ``conn`` is ``None`` (nothing may be written) and
 ``after_commit`` is never called.
 """
 

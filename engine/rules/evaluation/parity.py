@@ -25,7 +25,7 @@ from typing import Any
 
 from engine.rules.evaluation.backtest import BacktestResult
 from engine.rules.evaluation.fires import Fire, list_fires
-from engine.rules.evaluation.live import read_cursor
+from engine.rules.evaluation.live_evaluator import read_cursor
 
 #: How many differences a parity report lists (the count is always exact).
 MAX_DIFFERENCES = 50
