@@ -39,6 +39,7 @@ from engine.rules.evaluation.fires import Fire
 from engine.rules.evaluation.hook_rows import HookRows
 from engine.rules.evaluation.hooks import DefaultHooks, FireHooks
 from engine.rules.evaluation.host_replay import ReplayHost
+from engine.rules.evaluation.pipeline import PipelinedCandidates, start_pipeline
 from engine.rules.evaluation.ranges import SeqRange, resolve_range
 from engine.rules.evaluation.replay import Mode, ReplayPlan, plan_replay
 from engine.rules.evaluation.window import COL, COLUMNS, ROW_SELECT, WindowIndex
@@ -255,6 +256,7 @@ def run_backtest(
     prefilter: bool = True,
     replay: Mode = "auto",
     wrap_host: Callable[[HostFactory], HostFactory] | None = None,
+    pipeline: bool | None = None,
 ) -> BacktestResult:
     """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches.
 
@@ -268,6 +270,9 @@ def run_backtest(
     index fed with every shape (the reference for that claim). ``replay``
     picks how aggregates are answered (see :func:`plan_replay`); ``wrap_host``
     wraps the host factory (the lifecycle remembers the host that way).
+    ``pipeline`` finds the candidate rows in a second thread
+    (:mod:`~engine.rules.evaluation.pipeline`): None where it pays, True
+    wherever it can, False never; the rows, and so the fires, are the same.
     """
     hooks = hooks or DefaultHooks()
     plan = ReplayPlan()
@@ -281,12 +286,24 @@ def run_backtest(
             seq_range.last_at - seq_range.first_at + 1,
             replay,
         )
-    plan.open(conn)
+    run = _Run(progress, cancel, batch, host_factory, prefilter, wrap_host, pipeline)
     try:
-        return _replay(conn, rules, seq_range, hooks, progress, cancel, batch, host_factory,
-                       prefilter, plan, wrap_host)  # fmt: skip
+        return _replay(conn, rules, seq_range, hooks, plan, run)
     finally:
         plan.close(conn)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """How one replay runs (the options of :func:`run_backtest` past the rules and range)."""
+
+    progress: Callable[[Progress], None] | None
+    cancel: threading.Event | None
+    batch: int
+    host_factory: HostFactory | None
+    prefilter: bool
+    wrap_host: Callable[[HostFactory], HostFactory] | None
+    pipeline: bool | None
 
 
 def _replay(
@@ -294,69 +311,33 @@ def _replay(
     rules: Sequence[CompiledRule],
     seq_range: SeqRange,
     hooks: FireHooks,
-    progress: Callable[[Progress], None] | None,
-    cancel: threading.Event | None,
-    batch: int,
-    host_factory: HostFactory | None,
-    prefilter: bool,
     plan: ReplayPlan,
-    wrap_host: Callable[[HostFactory], HostFactory] | None,
+    run: _Run,
 ) -> BacktestResult:
-    """The replay proper, with the plan's shape tables created (see :func:`run_backtest`)."""
-    factory: HostFactory = host_factory or (lambda rs: plan.host(rs, conn))
-    if wrap_host is not None:
-        factory = wrap_host(factory)
+    """The replay proper: the plan's tables are created here, after its producer started."""
+    factory: HostFactory = run.host_factory or (lambda rs: plan.host(rs, conn))
+    if run.wrap_host is not None:
+        factory = run.wrap_host(factory)
     host = factory(rules)
     core = RowEvaluator(rules, host, hooks, conn=None)
     names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
-    cplan = candidate_plan_for(rules, host, hooks, plan) if prefilter else CandidatePlan(None)
+    cplan = candidate_plan_for(rules, host, hooks, plan) if run.prefilter else CandidatePlan(None)
     fires: list[Fire] = []
-    done = 0
-    cancelled = False
-    total = seq_range.rows
-    if seq_range.rows:
-        max_window = host.max_window_ms if isinstance(host, WindowIndex) else 0
-        if max_window and isinstance(host, WindowIndex):
-            # Rows before the range are only fed, never evaluated: read just what feeds need.
-            feeds = cplan if cplan.everything else candidate_plan_for((), host, _NO_HOOKS)
-            warm = feeds.rows(
-                conn,
-                ROW_SELECT,
-                "seq < ? AND at > ?",
-                (seq_range.first_seq, seq_range.first_at - max_window),
-            )
-            for row in warm:
-                host.feed(row)
-        bound = ("seq BETWEEN ? AND ?", (seq_range.first_seq, seq_range.last_seq))
-        if progress is not None and not cplan.everything:
-            total = cplan.count(conn, *bound)
-        rows_iter = cplan.rows(conn, ROW_SELECT, *bound)
-        kinds = _on_demand_kinds(hooks) if not cplan.everything else frozenset()
-        due = getattr(hooks, "due", None)
-        on_demand = (
-            HookRows(conn, kinds, seq_range.last_seq, due) if kinds and due is not None else None
-        )
-        loop = _Loop(core.process, _primer(plan, host), on_demand, due, fires)
-        loop.last = seq_range.first_seq - 1  # hook rows are read from the range's start
-        try:
-            while True:
-                if cancel is not None and cancel.is_set():
-                    cancelled = True
-                    break
-                rows = list(islice(rows_iter, batch))
-                if not rows:
-                    loop.finish(seq_range.last_seq)
-                    break
-                loop.run(rows)
-                done += len(rows)
-                if progress is not None:
-                    progress(Progress(done, total, len(fires), int(rows[-1][0])))
-        finally:
-            # An open read holds the shape tables: end it before they are dropped.
-            rows_iter.close()
-            if on_demand is not None:
-                on_demand.close()
-        done += on_demand.read if on_demand is not None else 0
+    done, cancelled = 0, False
+    stream = None
+    if seq_range.rows and run.pipeline is not False:
+        # Started before the tallies, so its pass over the range runs beside them.
+        first_last = (seq_range.first_seq, seq_range.last_seq)
+        stream = start_pipeline(conn, cplan, plan.tallies, plan.tables, first_last,
+                                rows=seq_range.rows, force=bool(run.pipeline))  # fmt: skip
+    try:
+        plan.open(conn)
+        if seq_range.rows:
+            done, cancelled = _read(conn, core, host, hooks, seq_range, plan, cplan, stream,
+                                    run, fires)  # fmt: skip
+    finally:
+        if stream is not None:
+            stream.close()
     return BacktestResult(
         rules=names,
         range=seq_range,
@@ -367,6 +348,67 @@ def _replay(
         store_errors=len(core.store_errors),
         cancelled=cancelled,
     )
+
+
+def _read(
+    conn: sqlite3.Connection,
+    core: RowEvaluator,
+    host: EvalHost,
+    hooks: FireHooks,
+    seq_range: SeqRange,
+    plan: ReplayPlan,
+    cplan: CandidatePlan,
+    stream: PipelinedCandidates | None,
+    run: _Run,
+    fires: list[Fire],
+) -> tuple[int, bool]:
+    """Warm the window index, then process the range's rows in batches: (rows read, cancelled)."""
+    max_window = host.max_window_ms if isinstance(host, WindowIndex) else 0
+    if max_window and isinstance(host, WindowIndex):
+        # Rows before the range are only fed, never evaluated: read just what feeds need.
+        feeds = cplan if cplan.everything else candidate_plan_for((), host, _NO_HOOKS)
+        warm = feeds.rows(
+            conn,
+            ROW_SELECT,
+            "seq < ? AND at > ?",
+            (seq_range.first_seq, seq_range.first_at - max_window),
+        )
+        for row in warm:
+            host.feed(row)
+    bound = ("seq BETWEEN ? AND ?", (seq_range.first_seq, seq_range.last_seq))
+    total = seq_range.rows
+    if run.progress is not None and not cplan.everything:
+        total = cplan.count(conn, *bound)
+    rows_iter = (
+        stream.rows(ROW_SELECT) if stream is not None else cplan.rows(conn, ROW_SELECT, *bound)
+    )
+    kinds = _on_demand_kinds(hooks) if not cplan.everything else frozenset()
+    due = getattr(hooks, "due", None)
+    on_demand = (
+        HookRows(conn, kinds, seq_range.last_seq, due) if kinds and due is not None else None
+    )
+    loop = _Loop(core.process, _primer(plan, host), on_demand, due, fires)
+    loop.last = seq_range.first_seq - 1  # hook rows are read from the range's start
+    done, cancelled = 0, False
+    try:
+        while True:
+            if run.cancel is not None and run.cancel.is_set():
+                cancelled = True
+                break
+            rows = list(islice(rows_iter, run.batch))
+            if not rows:
+                loop.finish(seq_range.last_seq)
+                break
+            loop.run(rows)
+            done += len(rows)
+            if run.progress is not None:
+                run.progress(Progress(done, total, len(fires), int(rows[-1][0])))
+    finally:
+        # An open read holds the shape tables: end it before they are dropped.
+        rows_iter.close()
+        if on_demand is not None:
+            on_demand.close()
+    return done + (on_demand.read if on_demand is not None else 0), cancelled
 
 
 class _Loop:

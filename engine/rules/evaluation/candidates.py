@@ -118,10 +118,8 @@ class CandidatePlan:
 
         Each row is ``select``'s columns followed by :attr:`columns`.
         """
-        if self.columns:
-            head, tail = select.split(" FROM ", 1)
-            select = f"{head}, {', '.join(c for c, _ in self.columns)} FROM {tail}"
-            params = (*(v for _, vs in self.columns for v in vs), *params)
+        select, head_params = self.with_columns(select)
+        params = (*head_params, *params)
         if self.terms is None:
             yield from conn.execute(f"{select} WHERE {bound} ORDER BY seq", tuple(params))
             return
@@ -146,6 +144,14 @@ class CandidatePlan:
             if row[0] != last:
                 last = row[0]
                 yield row
+
+    def with_columns(self, select: str) -> tuple[str, tuple[Any, ...]]:
+        """``select`` with :attr:`columns` after its own, and their values (they come first)."""
+        if not self.columns:
+            return select, ()
+        head, tail = select.split(" FROM ", 1)
+        values = tuple(v for _, vs in self.columns for v in vs)
+        return f"{head}, {', '.join(c for c, _ in self.columns)} FROM {tail}", values
 
     @property
     def one_pass(self) -> bool:
