@@ -29,6 +29,7 @@ from engine.rules.evaluation import backtest as backtest_module
 from engine.rules.evaluation import pipeline
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
 from engine.rules.evaluation.candidates import CandidatePlan
+from engine.rules.evaluation.window import ROW_SELECT
 from engine.rules.language.prefilter import Term
 from engine.store import db
 from engine.store.db import connect
@@ -125,6 +126,60 @@ def test_the_tally_rows_merge_into_the_chunks_in_seq_order(tmp_path: Path) -> No
     assert {f.rule for f in piped.fires} == {"by_path", "churn"}
 
 
+def _odd_journal(path: Path) -> sqlite3.Connection:
+    """Rows whose values JSON holds exactly, and some it does not (REAL, BLOB) in a few chunks."""
+    conn = connect(path)
+    rows = []
+    for i in range(300):
+        odd = i in (40, 41, 200)
+        project = b"\x00\xff" if odd else 'p\x00q\n"é🙂'
+        n = 1.5 if i == 41 else 2**62 + i
+        rows.append(row(T0 + i * 1000, "tool_call", harness=f"h{i % 3}", project=project, n=n,
+                        outcome="error" if i % 2 else None))  # fmt: skip
+    insert(conn, rows)
+    return conn
+
+
+def test_rows_are_what_the_select_returns_whatever_the_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = _odd_journal(tmp_path / "v.db")
+    plan = CandidatePlan((Term((("kind", frozenset({"run_event"})),)),), scan=True)
+    want = list(plan.rows(conn, ROW_SELECT, "seq BETWEEN ? AND ?", (1, 300)))
+    read_here: list[int] = []
+    real = pipeline.PipelinedCandidates._fetch
+
+    def fetch(self: Any, seqs: Any) -> Any:
+        read_here.append(seqs[0])
+        return real(self, seqs)
+
+    monkeypatch.setattr(pipeline.PipelinedCandidates, "_fetch", fetch)
+    stream = pipeline.start_pipeline(conn, plan, (), (), (1, 300), rows=300, force=True)
+    assert stream is not None
+    try:
+        got = list(stream.rows())
+    finally:
+        stream.close()
+    assert got == want and len(got) == 300
+    # Only the two chunks holding a REAL or a BLOB (rows 38-74 and 186-222) were read by seq.
+    assert read_here == [38, 186]
+    assert [type(r[-1]) for r in got[40:43]] == [int, float, int]
+    assert type(got[200][6]) is bytes and got[0][6] == 'p\x00q\n"é🙂'
+
+
+def test_text_that_is_not_utf8_fails_as_it_does_in_thread(tmp_path: Path) -> None:
+    conn = _odd_journal(tmp_path / "u.db")
+    conn.execute("UPDATE rule_journal SET project = CAST(x'c3' AS TEXT) WHERE seq = 250")
+    errors = []
+    for piped in (False, True):
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            run_backtest(conn, [make_rule("r", 'event.type == "tool_call"')], resolve_range(conn),
+                         prefilter=True, pipeline=piped)  # fmt: skip
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "UTF-8" in errors[0]
+    assert _producers() == []
+
+
 class _Failing(sqlite3.Connection):
     """A producer connection whose third chunk read fails as a corrupt page would."""
 
@@ -190,7 +245,7 @@ def test_the_cli_reports_a_producer_error_like_any_read_error(
 def test_a_cancel_between_batches_stops_the_producer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pipeline, "DEPTH", 1)  # the producer soon waits on a full queue
+    monkeypatch.setattr(pipeline, "BUDGET", 1)  # one chunk waits at a time
     conn = connect(edit_journal(tmp_path / "k.db", n=900), readonly=True)
     cancel = threading.Event()
 
@@ -207,7 +262,7 @@ def test_a_cancel_between_batches_stops_the_producer(
 def test_ctrl_c_in_the_replay_stops_the_producer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pipeline, "DEPTH", 1)
+    monkeypatch.setattr(pipeline, "BUDGET", 1)
     conn = connect(edit_journal(tmp_path / "i.db", n=900), readonly=True)
 
     def progress(_p: object) -> None:

@@ -379,9 +379,7 @@ def _read(
     total = seq_range.rows
     if run.progress is not None and not cplan.everything:
         total = cplan.count(conn, *bound)
-    rows_iter = (
-        stream.rows(ROW_SELECT) if stream is not None else cplan.rows(conn, ROW_SELECT, *bound)
-    )
+    rows_iter = stream.rows() if stream is not None else cplan.rows(conn, ROW_SELECT, *bound)
     kinds = _on_demand_kinds(hooks) if not cplan.everything else frozenset()
     due = getattr(hooks, "due", None)
     on_demand = (

@@ -3,10 +3,10 @@
 Why: on a large journal the candidate query of a one-pass replay (see
 :meth:`~engine.rules.evaluation.candidates.CandidatePlan.scan_where`) is
 seconds of work inside SQLite (a pass over the table, and the rules' gates as
-correlated subqueries), and the evaluation of the rows it returns is seconds
-of Python; run one after the other they add up. SQLite releases the GIL while
-it steps a statement, so the pass can run on the second core while this
-thread runs the tallies and evaluates rows.
+correlated subqueries), and the tallies and the evaluation of the rows it
+returns are seconds of Python; run one after the other they add up. SQLite
+releases the GIL while it steps a statement, so the pass runs on the second
+core while this thread runs the tallies and evaluates rows.
 
 How, and why this way:
 
@@ -15,53 +15,57 @@ How, and why this way:
   be reported (or lost) in the other. It holds its own copies of the shape
   tables its terms test (temp tables are per connection) and never touches
   the replay's connection.
-- It hands over seqs, not rows: each chunk of the range is one statement
-  returning ``group_concat(seq)``, so it takes the GIL once per chunk. A
-  thread that built each row's tuple would take the GIL for every row and
-  wait up to a switch interval (5 ms) each time this thread is busy, which
-  leaves the two threads taking turns (measured: no gain at all). This
-  thread reads the rows of each chunk by seq, with the plan's answer columns,
-  from the replay's connection, so every value is read by the same ``SELECT``
-  as before.
+- Each chunk of the range (:data:`CHUNK` journal rows) is one statement that
+  returns the chunk's rows as one JSON array, so the producer takes the GIL
+  once per chunk. A thread that built each row's tuple would take the GIL for
+  every row and wait up to a switch interval (5 ms) each time this thread is
+  busy, so the two would only take turns (measured: no gain at all). JSON
+  holds integers, text and NULL exactly; a chunk with any other value (a REAL
+  or a BLOB, left out of its array) or text that is not UTF-8 is read again
+  here by seq with the replay's own ``SELECT``, so every row is what that
+  ``SELECT`` returns (errors included).
 - Terms gated by a tally (``seq IN`` its table, :mod:`~engine.rules.evaluation.tallies`)
-  are left out of the pass: their rows are read from the tally tables once the
-  tallies have run (a seek per row), so the pass starts before the tallies
-  and runs beside them. The union of both is exactly the plan's union of terms.
-- The queue holds at most :data:`DEPTH` chunks of seqs, so memory stays
-  bounded whatever the consumer does; :meth:`PipelinedCandidates.close` stops
-  the producer at once (``interrupt``) and a producer waiting on a full
-  queue gives up when told to stop. An error in the producer is raised here,
-  the same ``sqlite3`` exception, where its chunk would have been read.
+  are left out of the pass: their rows are read by seq once the tallies have
+  run, and merged in, so the pass starts before the tallies and runs beside
+  them. The union of both is exactly the plan's union of terms.
+- At most :data:`BUDGET` bytes of chunks wait in the queue whatever the
+  consumer does. :meth:`PipelinedCandidates.close` stops the producer at once
+  (``interrupt``), and a producer waiting for room gives up when told to stop.
+  An error in the producer is raised here, the same ``sqlite3`` exception,
+  where its chunk would have been read.
 
-The rows are the plan's rows in seq order, each once, so the replay, and its
-fires, are the same as reading them in this thread (the equivalence tests run
-both). The rows of the range never change under a backtest (only a prune
-deletes rows, from the start of the journal), so two connections read the
-same rows.
+The rows are the plan's rows in seq order, each once, so the replay and its
+fires are the same as reading them in this thread (the equivalence tests run
+both). The rows of the range never change under a backtest (``at`` and the
+rows up to the last seq are fixed; only a prune deletes rows, from the start
+of the journal), so two connections read the same rows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import sqlite3
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import HarnessError
 from engine.rules.evaluation.candidates import CandidatePlan
 from engine.rules.evaluation.shape_tables import ShapeTable
+from engine.rules.evaluation.window import ROW_COLUMNS
 
 if TYPE_CHECKING:
     from engine.rules.evaluation.tallies import Tally
 
 #: Journal rows per producer statement (a chunk of the range, by seq).
-CHUNK = 65_536
-#: Chunks the producer may run ahead of the consumer.
-DEPTH = 64
+CHUNK = 16_384
+#: Bytes of chunks the producer may have waiting for the consumer.
+BUDGET = 16 << 20
 #: Seqs per read of rows by seq (one cached statement: a shorter list is padded).
 FETCH = 500
 #: A range with fewer rows is read in this thread (a thread is not worth starting).
@@ -72,9 +76,11 @@ _POLL_S = 0.05
 _CLOSE_S = 10.0
 
 _END = object()
+_SEQ = itemgetter(0)
 
 Tables = Sequence[tuple[ShapeTable, int, int, tuple[tuple[str, ...], ...]]]
 Tallies = Sequence[tuple["Tally", int, int, int]]
+Row = tuple[Any, ...]
 
 
 class PipelinedCandidates:
@@ -104,8 +110,12 @@ class PipelinedCandidates:
         self._tally_tables = sorted(name for t, *_ in tallies for name in t.tables.values())
         rest = tuple(t for t in terms if t not in self._tally_terms)
         self._where = CandidatePlan(rest, True, plan.order).scan_where() if rest else ("0", [])
-        self._tables = [t for t in tables if t[0].name in self._where[0]]
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=DEPTH)
+        # The shape tables its statement reads (in the terms' gates and the answer columns).
+        read = " ".join([self._where[0], *(sql for sql, _ in plan.columns)])
+        self._tables = [t for t in tables if t[0].name in read]
+        self._queue: queue.Queue[tuple[Any, int]] = queue.Queue()
+        self._room = threading.Condition()
+        self._queued = 0  # bytes waiting in the queue
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._produce, name="backtest-candidates")
         self._thread.daemon = True  # never keeps a process alive; close() joins it
@@ -113,69 +123,99 @@ class PipelinedCandidates:
 
     # -- the producer thread ------------------------------------------------------
 
+    def _chunk_sql(self) -> tuple[str, tuple[Any, ...]]:
+        """The statement reading one chunk: (its seqs, its rows as a JSON array).
+
+        A row with a value JSON would not hold exactly (REAL, or a BLOB it
+        refuses) is left out of the array, so the consumer, finding fewer rows
+        than seqs, reads that chunk by seq instead.
+        """
+        answers = self._plan.columns
+        columns = ", ".join([*ROW_COLUMNS, *(sql for sql, _ in answers)])
+        exact = " AND ".join(f"typeof({c}) NOT IN ('real', 'blob')" for c in ROW_COLUMNS)
+        where, _ = self._where
+        sql = (
+            "SELECT group_concat(seq),"
+            f" CAST(json_group_array(json_array({columns})) FILTER (WHERE {exact}) AS BLOB)"
+            f" FROM rule_journal NOT INDEXED WHERE seq BETWEEN ? AND ? AND ({where})"
+        )
+        return sql, tuple(v for _, vs in answers for v in vs)
+
     def _produce(self) -> None:
         try:
             for table, after_at, last_seq, indexes in self._tables:
                 table.create(self._other, after_at, last_seq, indexes)
-            where, values = self._where
-            sql = (
-                "SELECT group_concat(seq) FROM rule_journal NOT INDEXED"
-                f" WHERE seq BETWEEN ? AND ? AND ({where})"
-            )
+            sql, head = self._chunk_sql()
+            values = self._where[1]
             lo = self._first
             while lo <= self._last and not self._stop.is_set():
                 hi = min(self._last, lo + CHUNK - 1)
-                found = self._other.execute(sql, (lo, hi, *values)).fetchone()[0]
-                self._put((hi, found))
+                found, rows = self._other.execute(sql, (*head, lo, hi, *values)).fetchone()
+                self._put((hi, found, rows), len(rows or b"") + len(found or ""))
                 lo = hi + 1
-            self._put(_END)
+            self._put(_END, 0)
         except BaseException as exc:  # handed to the consumer, which raises it
             if not self._stop.is_set():
-                self._put(exc)
+                self._put(exc, 0)
 
-    def _put(self, item: Any) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=_POLL_S)
+    def _put(self, item: Any, size: int) -> None:
+        with self._room:
+            # One chunk is always let through, however large, so the two cannot wait on each other.
+            while self._queued and self._queued + size > BUDGET and not self._stop.is_set():
+                self._room.wait(_POLL_S)
+            if self._stop.is_set():
                 return
-            except queue.Full:
-                continue
+            self._queued += size
+        self._queue.put((item, size))
 
     # -- the consumer (the replay's thread) ---------------------------------------
 
     def _get(self) -> Any:
         while True:
             try:
-                return self._queue.get(timeout=_POLL_S)
+                item, size = self._queue.get(timeout=_POLL_S)
             except queue.Empty:
                 if not self._thread.is_alive() and self._queue.empty():
                     raise RuntimeError("the backtest's candidate reader stopped") from None
+                continue
+            with self._room:
+                self._queued -= size
+                self._room.notify()
+            return item
 
-    def rows(self, select: str) -> Generator[tuple[Any, ...], None, None]:
-        """The plan's rows in seq order (``select``'s columns, then the plan's answer columns)."""
+    def rows(self) -> Generator[Row, None, None]:
+        """The plan's rows in seq order (``ROW_SELECT``'s columns, then the answer columns)."""
         tallied = self._tallied_seqs()
-        head, params = self._plan.with_columns(select)
-        marks = ", ".join("?" * FETCH)
-        sql = f"{head} WHERE seq IN ({marks}) ORDER BY seq"
         done = 0  # tallied seqs merged so far
         while True:
             item = self._get()
             if isinstance(item, BaseException):
                 raise item
-            hi, found = (self._last, None) if item is _END else item
-            seqs = [int(s) for s in found.split(",")] if found else []
+            hi, found, blob = (self._last, None, None) if item is _END else item
             upto = bisect_right(tallied, hi, done)
-            if upto > done:
-                seqs = sorted({*seqs, *tallied[done:upto]})
-                done = upto
-            else:
-                seqs.sort()
-            for i in range(0, len(seqs), FETCH):
-                part = seqs[i : i + FETCH]
-                part += [part[-1]] * (FETCH - len(part))  # a repeated seq is read once
-                yield from self._conn.execute(sql, (*params, *part))
+            extra, done = tallied[done:upto], upto
+            seqs = [int(s) for s in found.split(",")] if found else []
+            rows = _decoded(blob, len(seqs)) if seqs else None
+            if seqs and rows is None:  # a value JSON does not hold exactly: read them here
+                yield from self._fetch(sorted({*seqs, *extra}))
+            elif extra:
+                merged = {r[0]: r for r in (*(rows or ()), *self._fetch(extra))}
+                yield from sorted(merged.values(), key=_SEQ)
+            elif rows:
+                yield from rows
             if item is _END:
                 return
+
+    def _fetch(self, seqs: Sequence[int]) -> Iterable[Row]:
+        """The rows with these seqs (ascending), read with the replay's own ``SELECT``."""
+        head, params = self._plan.with_columns(f"SELECT {', '.join(ROW_COLUMNS)} FROM rule_journal")
+        sql = f"{head} WHERE seq IN ({', '.join('?' * FETCH)}) ORDER BY seq"
+        out: list[Row] = []
+        for i in range(0, len(seqs), FETCH):
+            part = list(seqs[i : i + FETCH])
+            part += [part[-1]] * (FETCH - len(part))  # a repeated seq is read once
+            out.extend(self._conn.execute(sql, (*params, *part)))
+        return out
 
     def _tallied_seqs(self) -> list[int]:
         """The rows the tally-gated terms admit (their tables hold seqs of the range only)."""
@@ -202,6 +242,23 @@ class PipelinedCandidates:
             self._other.close()
 
 
+def _decoded(blob: bytes | None, count: int) -> list[Row] | None:
+    """A chunk's ``count`` rows from its JSON, or None if some are missing or it is not UTF-8.
+
+    The text is decoded as strictly as sqlite3 decodes a column, so a row
+    sqlite3 would refuse is read again by seq and refused the same way.
+    """
+    try:
+        text = (blob or b"[]").decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    rows = list(map(tuple, json.loads(text)))
+    if len(rows) != count:
+        return None
+    rows.sort(key=_SEQ)  # already in seq order (one pass by rowid): a check, in linear time
+    return rows
+
+
 def start_pipeline(
     conn: sqlite3.Connection,
     plan: CandidatePlan,
@@ -217,9 +274,12 @@ def start_pipeline(
     A pipeline runs for a one-pass plan over at least :data:`MIN_ROWS` rows
     (with ``force``, for any filtered plan), when ``conn`` is a store file with
     no transaction open (a second connection would not see its uncommitted
-    rows) and a second read-only connection to it opens.
+    rows) and plain tuples of ``str`` for rows, and a second read-only
+    connection to it opens.
     """
     if plan.terms is None or conn.in_transaction:
+        return None
+    if conn.row_factory is not None or conn.text_factory is not str:
         return None
     if not force and (not plan.one_pass or rows < MIN_ROWS):
         return None
