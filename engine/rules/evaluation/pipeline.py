@@ -68,6 +68,8 @@ CHUNK = 16_384
 BUDGET = 16 << 20
 #: Seqs per read of rows by seq (one cached statement: a shorter list is padded).
 FETCH = 500
+#: The producer connection's page cache (KiB); SQLite's default is 2,000.
+CACHE_KIB = 256
 #: A range with fewer rows is read in this thread (a thread is not worth starting).
 MIN_ROWS = 200_000
 #: How long a blocked producer or consumer waits before checking for a stop.
@@ -291,6 +293,12 @@ def start_pipeline(
     try:
         other = connect(path, readonly=True, check_same_thread=False)
     except (HarnessError, sqlite3.Error):
+        return None
+    try:
+        # A pass reads each page once: a small page cache keeps the process's memory as it was.
+        other.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    except sqlite3.Error:
+        other.close()
         return None
     return PipelinedCandidates(conn, other, plan, tallies, tables, first_last)
 
