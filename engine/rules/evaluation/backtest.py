@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from engine.rules.evaluation.backtest_json import fire_json, json_bytes, json_text
+from engine.rules.evaluation.backtest_json import fire_json, json_bytes, json_text, write_json
 from engine.rules.evaluation.candidates import CandidatePlan, candidate_plan
 from engine.rules.evaluation.evaluator import EvalHost, RowEvaluator, RuleError
 from engine.rules.evaluation.fires import Fire
@@ -113,6 +113,10 @@ class BacktestResult:
     def json_bytes(self) -> bytes:
         """:meth:`json_text` as UTF-8, for writing straight to a binary stream."""
         return json_bytes(self._document(None), self.fires)
+
+    def write_json(self, write: Callable[[bytes], object]) -> None:
+        """:meth:`json_bytes` handed to ``write`` in pieces (never the whole report at once)."""
+        write_json(self._document(None), self.fires, write)
 
     def _document(self, fires: list[dict[str, Any]] | None) -> dict[str, Any]:
         return {
