@@ -337,3 +337,37 @@ def test_rows_a_second_connection_cannot_see_are_read_in_thread(
     memory = sqlite3.connect(":memory:")
     assert pipeline._store_file(memory) == ""
     assert started[0] is None
+
+
+class _NoJson(sqlite3.Connection):
+    """A connection to an SQLite built without the JSON functions."""
+
+    closed = False
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        if "json_" in sql:
+            raise sqlite3.OperationalError("no such function: json_group_array")
+        return super().execute(sql, *args)
+
+    def close(self) -> None:
+        _NoJson.closed = True
+        super().close()
+
+
+def test_an_sqlite_without_json_reads_in_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = connect(edit_journal(tmp_path / "j.db"), readonly=True)
+
+    def open_no_json(path: str, **_kw: Any) -> sqlite3.Connection:
+        uri = f"file:{path}?mode=ro"
+        return sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_NoJson)
+
+    monkeypatch.setattr(db, "connect", open_no_json)
+    plan = CandidatePlan((Term((("kind", frozenset({"graph_event"})),)),), scan=True)
+    assert pipeline.start_pipeline(conn, plan, (), (), (1, 10), rows=10, force=True) is None
+    assert _NoJson.closed
+    rules = _rules()
+    rng = resolve_range(conn)
+    piped = run_backtest(conn, rules, rng, pipeline=True)
+    assert full_keys(piped.fires) == full_keys(run_backtest(conn, rules, rng, pipeline=False).fires)

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import HarnessError
 from engine.rules.evaluation.candidates import CandidatePlan
 from engine.rules.evaluation.shape_tables import ShapeTable
-from engine.rules.evaluation.window import ROW_COLUMNS
+from engine.rules.evaluation.window import COLUMNS, ROW_SELECT, ROW_VALUES
 
 if TYPE_CHECKING:
     from engine.rules.evaluation.tallies import Tally
@@ -133,8 +133,8 @@ class PipelinedCandidates:
         than seqs, reads that chunk by seq instead.
         """
         answers = self._plan.columns
-        columns = ", ".join([*ROW_COLUMNS, *(sql for sql, _ in answers)])
-        exact = " AND ".join(f"typeof({c}) NOT IN ('real', 'blob')" for c in ROW_COLUMNS)
+        columns = ", ".join([ROW_VALUES, *(sql for sql, _ in answers)])
+        exact = " AND ".join(f"typeof({c}) NOT IN ('real', 'blob')" for c in COLUMNS)
         where, _ = self._where
         sql = (
             "SELECT group_concat(seq),"
@@ -210,7 +210,7 @@ class PipelinedCandidates:
 
     def _fetch(self, seqs: Sequence[int]) -> Iterable[Row]:
         """The rows with these seqs (ascending), read with the replay's own ``SELECT``."""
-        head, params = self._plan.with_columns(f"SELECT {', '.join(ROW_COLUMNS)} FROM rule_journal")
+        head, params = self._plan.with_columns(ROW_SELECT)
         sql = f"{head} WHERE seq IN ({', '.join('?' * FETCH)}) ORDER BY seq"
         out: list[Row] = []
         for i in range(0, len(seqs), FETCH):
@@ -277,7 +277,7 @@ def start_pipeline(
     (with ``force``, for any filtered plan), when ``conn`` is a store file with
     no transaction open (a second connection would not see its uncommitted
     rows) and plain tuples of ``str`` for rows, and a second read-only
-    connection to it opens.
+    connection to it opens, in an SQLite with the JSON functions.
     """
     if plan.terms is None or conn.in_transaction:
         return None
@@ -297,6 +297,7 @@ def start_pipeline(
     try:
         # A pass reads each page once: a small page cache keeps the process's memory as it was.
         other.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        other.execute("SELECT json_group_array(json_array(1))").fetchone()  # an SQLite with JSON
     except sqlite3.Error:
         other.close()
         return None

@@ -39,8 +39,8 @@ COL = {name: i for i, name in enumerate(COLUMNS)}
 
 #: Reads rows with text columns coalesced to ``""`` so tuples can be keyed
 #: directly (``n`` stays raw: it is never a selector key).
-ROW_COLUMNS = ("seq", "at", *(f"COALESCE({k}, '')" for k in SELECTOR_KEYS), "n")
-ROW_SELECT = f"SELECT {', '.join(ROW_COLUMNS)} FROM rule_journal"
+ROW_VALUES = "seq, at, " + ", ".join(f"COALESCE({k}, '')" for k in SELECTOR_KEYS) + ", n"
+ROW_SELECT = f"SELECT {ROW_VALUES} FROM rule_journal"
 
 #: How many fed rows between sweeps that drop expired entries from untouched buckets.
 SWEEP_EVERY = 50_000
