@@ -22,6 +22,7 @@ from engine.cli.common import print_json
 from engine.config import RulesConfig
 from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation import backtest_json
 from engine.rules.evaluation.backtest import BacktestResult, SeqRange, resolve_range
 from engine.rules.evaluation.backtest_json import encode
 from engine.rules.evaluation.fires import Fire
@@ -41,6 +42,9 @@ def check(result: BacktestResult) -> None:
     want = reference(result)
     assert result.json_text() + "\n" == want
     assert result.json_bytes() + b"\n" == want.encode("utf-8")
+    pieces: list[bytes] = []
+    result.write_json(pieces.append)
+    assert b"".join(pieces) + b"\n" == want.encode("utf-8")
 
 
 def test_a_lifecycle_backtest_is_written_byte_for_byte(tmp_path: Path) -> None:
@@ -97,6 +101,23 @@ def test_odd_fires_are_written_byte_for_byte(one: Fire) -> None:
         fires=(one, one),
         extra={"lifecycle": {"by_status": {}, "odd": [1, {}, [], {"k": (1, 2)}, Path("/x")]}},
     )
+    check(result)
+
+
+def test_fires_written_a_few_at_a_time_give_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(backtest_json, "_FIRES_PER_PIECE", 2)
+    result = BacktestResult(
+        rules=(("r", "ab" * 32),),
+        range=SeqRange(1, 9, 9, 1, 2),
+        rows_scanned=3,
+        rows_evaluated=1,
+        fires=tuple(ODD[i % 4] for i in range(7)),  # a lone surrogate in the 3rd and 7th
+    )
+    pieces: list[bytes] = []
+    result.write_json(pieces.append)
+    assert len(pieces) > 4  # the fires came in four pieces
     check(result)
 
 

@@ -104,13 +104,20 @@ def test_live_then_backtest_gives_identical_fires(journal: Path, rules: list[Com
     excluded = {s for (s,) in conn.execute("SELECT seq FROM rule_store_errors")}
     assert excluded == set()  # the window host never reads the store
 
-    back = run_backtest(conn, rules, resolve_range(conn, from_seq=1))
+    back = run_backtest(conn, rules, resolve_range(conn, from_seq=1), pipeline=False)
     # The prefiltered replay reads only candidate rows, and fires exactly like live.
     assert 0 < back.rows_scanned < total
     assert keys(back.fires, excluded) == keys(live, excluded)
+    # Its candidate rows found by a second thread (the pipeline) give the same fires.
+    piped = run_backtest(conn, rules, resolve_range(conn, from_seq=1), pipeline=True)
+    assert keys(piped.fires, excluded) == keys(live, excluded)
+    assert piped.rows_scanned == back.rows_scanned
     # Gates on a row's own values answered by tallies (the planner's choice on big shapes).
     tallied = run_backtest(conn, rules, resolve_range(conn, from_seq=1), replay="tally")
     assert keys(tallied.fires, excluded) == keys(live, excluded)
+    piped = run_backtest(conn, rules, resolve_range(conn, from_seq=1), replay="tally",
+                         pipeline=True)  # fmt: skip
+    assert keys(piped.fires, excluded) == keys(live, excluded)
     full = run_backtest(conn, rules, resolve_range(conn, from_seq=1), prefilter=False)
     assert full.rows_scanned == total
     assert full.rows_evaluated == back.rows_evaluated
@@ -138,6 +145,8 @@ def test_backtest_from_the_middle_matches_live_fires_in_that_range(
         live = list_fires(conn)
     start = 117_003
     back = run_backtest(conn, rules, resolve_range(conn, from_seq=start))
+    piped = run_backtest(conn, rules, resolve_range(conn, from_seq=start), pipeline=True)
+    assert keys(piped.fires) == keys(back.fires)
     # Rows before the range that fall inside the longest window are fed to the
     # index (not evaluated), so every aggregate near the start agrees with live.
     want = keys(f for f in live if f.seq >= start)

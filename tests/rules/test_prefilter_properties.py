@@ -12,7 +12,9 @@ prefiltered replay runs with every way of answering aggregates (the cost
 model's choice, everything SQL can serve in SQL, everything in the window
 index), with the default policy and with the lifecycle (ticks, cooldowns,
 shadow, holds), over the whole journal and from a seq in the middle (warm
-window); the reference reads every row into a window index fed every shape.
+window), with its candidate rows read in this thread and by a producer thread
+(:mod:`engine.rules.evaluation.pipeline`); the reference reads every row into
+a window index fed every shape.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.config import HarnessConfig
 from engine.rules.authority.enforcement import Authority
 from engine.rules.authority.lifecycle_run import backtest_with_lifecycle
+from engine.rules.evaluation import pipeline
 from engine.rules.evaluation.backtest import resolve_range, run_backtest
 from engine.rules.language.model import CompiledRule
 from engine.store.db import connect
@@ -152,7 +156,7 @@ def full_keys(fires: Any) -> list[tuple[Any, ...]]:
 )
 @given(specs=rule_specs, seed=st.integers(0, 10_000), n=st.integers(1, 400))
 def test_prefiltered_backtest_fires_like_the_unfiltered_one(
-    specs: list[tuple[int, int, str, str, str, int]], seed: int, n: int
+    specs: list[tuple[int, int, str, str, str, int]], seed: int, n: int, small_chunks: None
 ) -> None:
     rules = [
         rule(i, GUARDS[g][0], AGGREGATES[a], t, u, level, AGGREGATES[b])
@@ -172,13 +176,28 @@ def test_prefiltered_backtest_fires_like_the_unfiltered_one(
             for mode in MODES:
                 fast = run_backtest(conn, rules, seq_range, replay=mode)
                 assert full_keys(fast.fires) == full_keys(plain.fires), mode
+                # The candidate rows found by a second thread, in chunks of 16 rows.
+                piped = run_backtest(conn, rules, seq_range, replay=mode, pipeline=True)
+                assert full_keys(piped.fires) == full_keys(plain.fires), mode
+                assert piped.rows_scanned == fast.rows_scanned
                 assert fast.rule_errors == plain.rule_errors
                 assert fast.rows_evaluated == plain.rows_evaluated
                 assert fast.rows_scanned <= plain.rows_scanned
                 life_fast = backtest_with_lifecycle(conn, rules, seq_range, authority, replay=mode)
                 assert full_keys(life_fast.fires) == full_keys(life_plain.fires), mode
                 assert life_fast.extra == life_plain.extra
+                life_piped = backtest_with_lifecycle(conn, rules, seq_range, authority,
+                                                     replay=mode, pipeline=True)  # fmt: skip
+                assert full_keys(life_piped.fires) == full_keys(life_plain.fires), mode
+                assert life_piped.extra == life_plain.extra
         conn.close()
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pipelined replays read in chunks of 16 journal rows and fetch 3 rows at a time."""
+    monkeypatch.setattr(pipeline, "CHUNK", 16)
+    monkeypatch.setattr(pipeline, "FETCH", 3)
 
 
 #: Every way a prefiltered replay may answer aggregates (see engine.rules.evaluation.replay).

@@ -32,16 +32,17 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from engine.rules.evaluation.backtest_json import fire_json, json_bytes, json_text
+from engine.rules.evaluation.backtest_json import fire_json, json_bytes, json_text, write_json
 from engine.rules.evaluation.candidates import CandidatePlan, candidate_plan
 from engine.rules.evaluation.evaluator import EvalHost, RowEvaluator, RuleError
 from engine.rules.evaluation.fires import Fire
 from engine.rules.evaluation.hook_rows import HookRows
 from engine.rules.evaluation.hooks import DefaultHooks, FireHooks
-from engine.rules.evaluation.host_replay import ReplayHost
+from engine.rules.evaluation.pipeline import PipelinedCandidates, start_pipeline
 from engine.rules.evaluation.ranges import SeqRange, resolve_range
 from engine.rules.evaluation.replay import Mode, ReplayPlan, plan_replay
-from engine.rules.evaluation.window import COL, COLUMNS, ROW_SELECT, WindowIndex
+from engine.rules.evaluation.replay_loop import ReplayLoop, answer_primer
+from engine.rules.evaluation.window import ROW_SELECT, WindowIndex
 from engine.rules.language.model import CompiledRule
 from engine.timefmt import day_ms, iso_ms
 
@@ -112,6 +113,10 @@ class BacktestResult:
     def json_bytes(self) -> bytes:
         """:meth:`json_text` as UTF-8, for writing straight to a binary stream."""
         return json_bytes(self._document(None), self.fires)
+
+    def write_json(self, write: Callable[[bytes], object]) -> None:
+        """:meth:`json_bytes` handed to ``write`` in pieces (never the whole report at once)."""
+        write_json(self._document(None), self.fires, write)
 
     def _document(self, fires: list[dict[str, Any]] | None) -> dict[str, Any]:
         return {
@@ -255,6 +260,7 @@ def run_backtest(
     prefilter: bool = True,
     replay: Mode = "auto",
     wrap_host: Callable[[HostFactory], HostFactory] | None = None,
+    pipeline: bool | None = None,
 ) -> BacktestResult:
     """Replay ``seq_range`` through a fresh evaluator; ``cancel`` is checked between batches.
 
@@ -268,6 +274,9 @@ def run_backtest(
     index fed with every shape (the reference for that claim). ``replay``
     picks how aggregates are answered (see :func:`plan_replay`); ``wrap_host``
     wraps the host factory (the lifecycle remembers the host that way).
+    ``pipeline`` finds the candidate rows in a second thread
+    (:mod:`~engine.rules.evaluation.pipeline`): None where it pays, True
+    wherever it can, False never; the rows, and so the fires, are the same.
     """
     hooks = hooks or DefaultHooks()
     plan = ReplayPlan()
@@ -281,12 +290,24 @@ def run_backtest(
             seq_range.last_at - seq_range.first_at + 1,
             replay,
         )
-    plan.open(conn)
+    run = _Run(progress, cancel, batch, host_factory, prefilter, wrap_host, pipeline)
     try:
-        return _replay(conn, rules, seq_range, hooks, progress, cancel, batch, host_factory,
-                       prefilter, plan, wrap_host)  # fmt: skip
+        return _replay(conn, rules, seq_range, hooks, plan, run)
     finally:
         plan.close(conn)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """How one replay runs (the options of :func:`run_backtest` past the rules and range)."""
+
+    progress: Callable[[Progress], None] | None
+    cancel: threading.Event | None
+    batch: int
+    host_factory: HostFactory | None
+    prefilter: bool
+    wrap_host: Callable[[HostFactory], HostFactory] | None
+    pipeline: bool | None
 
 
 def _replay(
@@ -294,69 +315,33 @@ def _replay(
     rules: Sequence[CompiledRule],
     seq_range: SeqRange,
     hooks: FireHooks,
-    progress: Callable[[Progress], None] | None,
-    cancel: threading.Event | None,
-    batch: int,
-    host_factory: HostFactory | None,
-    prefilter: bool,
     plan: ReplayPlan,
-    wrap_host: Callable[[HostFactory], HostFactory] | None,
+    run: _Run,
 ) -> BacktestResult:
-    """The replay proper, with the plan's shape tables created (see :func:`run_backtest`)."""
-    factory: HostFactory = host_factory or (lambda rs: plan.host(rs, conn))
-    if wrap_host is not None:
-        factory = wrap_host(factory)
+    """The replay proper: the plan's tables are created here, after its producer started."""
+    factory: HostFactory = run.host_factory or (lambda rs: plan.host(rs, conn))
+    if run.wrap_host is not None:
+        factory = run.wrap_host(factory)
     host = factory(rules)
     core = RowEvaluator(rules, host, hooks, conn=None)
     names = tuple((cr.rule.name, cr.rule.hash) for cr in rules)
-    cplan = candidate_plan_for(rules, host, hooks, plan) if prefilter else CandidatePlan(None)
+    cplan = candidate_plan_for(rules, host, hooks, plan) if run.prefilter else CandidatePlan(None)
     fires: list[Fire] = []
-    done = 0
-    cancelled = False
-    total = seq_range.rows
-    if seq_range.rows:
-        max_window = host.max_window_ms if isinstance(host, WindowIndex) else 0
-        if max_window and isinstance(host, WindowIndex):
-            # Rows before the range are only fed, never evaluated: read just what feeds need.
-            feeds = cplan if cplan.everything else candidate_plan_for((), host, _NO_HOOKS)
-            warm = feeds.rows(
-                conn,
-                ROW_SELECT,
-                "seq < ? AND at > ?",
-                (seq_range.first_seq, seq_range.first_at - max_window),
-            )
-            for row in warm:
-                host.feed(row)
-        bound = ("seq BETWEEN ? AND ?", (seq_range.first_seq, seq_range.last_seq))
-        if progress is not None and not cplan.everything:
-            total = cplan.count(conn, *bound)
-        rows_iter = cplan.rows(conn, ROW_SELECT, *bound)
-        kinds = _on_demand_kinds(hooks) if not cplan.everything else frozenset()
-        due = getattr(hooks, "due", None)
-        on_demand = (
-            HookRows(conn, kinds, seq_range.last_seq, due) if kinds and due is not None else None
-        )
-        loop = _Loop(core.process, _primer(plan, host), on_demand, due, fires)
-        loop.last = seq_range.first_seq - 1  # hook rows are read from the range's start
-        try:
-            while True:
-                if cancel is not None and cancel.is_set():
-                    cancelled = True
-                    break
-                rows = list(islice(rows_iter, batch))
-                if not rows:
-                    loop.finish(seq_range.last_seq)
-                    break
-                loop.run(rows)
-                done += len(rows)
-                if progress is not None:
-                    progress(Progress(done, total, len(fires), int(rows[-1][0])))
-        finally:
-            # An open read holds the shape tables: end it before they are dropped.
-            rows_iter.close()
-            if on_demand is not None:
-                on_demand.close()
-        done += on_demand.read if on_demand is not None else 0
+    done, cancelled = 0, False
+    stream = None
+    if seq_range.rows and run.pipeline is not False:
+        # Started before the tallies, so its pass over the range runs beside them.
+        first_last = (seq_range.first_seq, seq_range.last_seq)
+        stream = start_pipeline(conn, cplan, plan.tallies, plan.tables, first_last,
+                                rows=seq_range.rows, force=bool(run.pipeline))  # fmt: skip
+    try:
+        plan.open(conn)
+        if seq_range.rows:
+            done, cancelled = _read(conn, core, host, hooks, seq_range, plan, cplan, stream,
+                                    run, fires)  # fmt: skip
+    finally:
+        if stream is not None:
+            stream.close()
     return BacktestResult(
         rules=names,
         range=seq_range,
@@ -369,92 +354,63 @@ def _replay(
     )
 
 
-class _Loop:
-    """Processes candidate rows, and before each the hook rows that fell due (see ``hook_rows``)."""
-
-    def __init__(
-        self,
-        process: Callable[[Any], list[Fire]],
-        prime: Callable[[Any], Any] | None,
-        on_demand: HookRows | None,
-        due: Callable[[], bool] | None,
-        fires: list[Fire],
-    ) -> None:
-        self.process = process
-        self.prime = prime
-        self.on_demand = on_demand
-        self.due = due
-        self.fires = fires
-        self.last = 0  # the last candidate seq processed
-
-    def run(self, rows: list[Any]) -> None:
-        process, prime, fires = self.process, self.prime, self.fires
-        on_demand, due = self.on_demand, self.due
-        if on_demand is None or due is None:
-            for row in rows:
-                found = process(row if prime is None else prime(row))
-                if found:
-                    fires.extend(found)
-            self.last = int(rows[-1][0])
-            return
-        last = self.last
-        for row in rows:
-            if due():
-                for extra in on_demand.before(row[0], last):
-                    found = process(extra)
-                    if found:
-                        fires.extend(found)
-            elif on_demand.open:
-                on_demand.close()
-            found = process(row if prime is None else prime(row))
-            if found:
-                fires.extend(found)
-            last = row[0]
-        self.last = int(last)
-
-    def finish(self, last_seq: int) -> None:
-        """After the last candidate: the hook rows still due up to the range's end."""
-        if self.on_demand is None or self.due is None or not self.due():
-            return
-        for extra in self.on_demand.before(last_seq + 1, self.last):
-            found = self.process(extra)
-            if found:
-                self.fires.extend(found)
-
-
-def _primer(plan: ReplayPlan, host: object) -> Callable[[Any], Any] | None:
-    """Row with answer columns -> the row, the answers handed to the host first (or None).
-
-    See :attr:`ReplayPlan.answers`: each extra column is one call's exact
-    answer, or NULL where no rule asks it.
-    """
-    if not plan.answers or not isinstance(host, ReplayHost):
-        return None
-    width = len(COLUMNS)
-    calls = []
-    for i, (gate, _) in enumerate(plan.answers):
-        lits = tuple((k, v) for k, (tag, v) in gate.selector if tag == "lit")
-        cols = tuple((k, COL[v]) for k, (tag, v) in gate.selector if tag == "row")
-        calls.append((width + i, gate, lits, cols, gate.fn == "exists"))
-    give = host.prime
-
-    nothing = (None,) * len(calls)
-
-    def prime(row: Any) -> Any:
-        if row[width:] == nothing:  # most rows: no rule that asks these calls applies
-            return row[:width]
-        seq = row[0]
-        for at, gate, lits, cols, is_exists in calls:
-            value = row[at]
-            if value is not None:
-                sel = dict(lits)
-                for key, col in cols:
-                    sel[key] = row[col]
-                call = (gate.fn, gate.field, tuple(sorted(sel.items())), gate.window_ms)
-                give(seq, call, bool(value) if is_exists else int(value))
-        return row[:width]
-
-    return prime
+def _read(
+    conn: sqlite3.Connection,
+    core: RowEvaluator,
+    host: EvalHost,
+    hooks: FireHooks,
+    seq_range: SeqRange,
+    plan: ReplayPlan,
+    cplan: CandidatePlan,
+    stream: PipelinedCandidates | None,
+    run: _Run,
+    fires: list[Fire],
+) -> tuple[int, bool]:
+    """Warm the window index, then process the range's rows in batches: (rows read, cancelled)."""
+    max_window = host.max_window_ms if isinstance(host, WindowIndex) else 0
+    if max_window and isinstance(host, WindowIndex):
+        # Rows before the range are only fed, never evaluated: read just what feeds need.
+        feeds = cplan if cplan.everything else candidate_plan_for((), host, _NO_HOOKS)
+        warm = feeds.rows(
+            conn,
+            ROW_SELECT,
+            "seq < ? AND at > ?",
+            (seq_range.first_seq, seq_range.first_at - max_window),
+        )
+        for row in warm:
+            host.feed(row)
+    bound = ("seq BETWEEN ? AND ?", (seq_range.first_seq, seq_range.last_seq))
+    total = seq_range.rows
+    if run.progress is not None and not cplan.everything:
+        total = cplan.count(conn, *bound)
+    rows_iter = stream.rows() if stream is not None else cplan.rows(conn, ROW_SELECT, *bound)
+    kinds = _on_demand_kinds(hooks) if not cplan.everything else frozenset()
+    due = getattr(hooks, "due", None)
+    on_demand = (
+        HookRows(conn, kinds, seq_range.last_seq, due) if kinds and due is not None else None
+    )
+    loop = ReplayLoop(core.process, answer_primer(plan.answers, host), on_demand, due, fires)
+    loop.last = seq_range.first_seq - 1  # hook rows are read from the range's start
+    done, cancelled = 0, False
+    try:
+        while True:
+            if run.cancel is not None and run.cancel.is_set():
+                cancelled = True
+                break
+            rows = list(islice(rows_iter, run.batch))
+            if not rows:
+                loop.finish(seq_range.last_seq)
+                break
+            loop.run(rows)
+            done += len(rows)
+            if run.progress is not None:
+                run.progress(Progress(done, total, len(fires), int(rows[-1][0])))
+    finally:
+        # An open read holds the shape tables: end it before they are dropped.
+        rows_iter.close()
+        if on_demand is not None:
+            on_demand.close()
+    return done + (on_demand.read if on_demand is not None else 0), cancelled
 
 
 class _NoHooks(DefaultHooks):

@@ -70,7 +70,11 @@ class CandidatePlan:
         Terms are grouped by ``type``: the commonest types first, each tested
         once (``type = ?`` then its terms), then one ``type IN (…)`` for all the
         rarer ones, so a row meets a few comparisons instead of every term in
-        turn. Terms that name no type follow, those naming one other column
+        turn. The type tests nest, ``(type = a AND A) OR (type <> a AND (…))``,
+        so a row of a common type whose terms fail stops after one more
+        comparison instead of trying every other type (on the 45-day demo
+        journal, 85% of rows are tool calls: a quarter of the conditions'
+        cost). Terms that name no type follow, those naming one other column
         merged into one ``IN``. It stays an OR/AND chain on purpose: SQLite
         short-circuits those in a WHERE clause but evaluates both sides of an
         AND inside a ``CASE`` branch, which would run every gate's subquery.
@@ -85,8 +89,6 @@ class CandidatePlan:
                 by_type.setdefault(value, []).append(term)
         rank = {t: i for i, t in enumerate(self.order)}
         ordered = sorted(by_type, key=lambda t: (rank.get(t, len(rank)), t))
-        parts: list[str] = []
-        params: list[Any] = []
 
         def branch(value: str) -> tuple[str, list[Any]]:
             clause, values = _any_of(
@@ -95,21 +97,25 @@ class CandidatePlan:
             )
             return f"(type = ? AND ({clause}))", [value, *values]
 
-        for value in ordered[:COMMON_TYPES]:
-            clause, values = branch(value)
-            parts.append(clause)
-            params += values
+        chain, params = "", []
         rare = ordered[COMMON_TYPES:]
         if rare:
             inner = [branch(value) for value in rare]
             marks = ", ".join("?" * len(rare))
-            parts.append(f"(type IN ({marks}) AND ({' OR '.join(c for c, _ in inner)}))")
-            params += [*rare, *(v for _, vs in inner for v in vs)]
+            chain = f"(type IN ({marks}) AND ({' OR '.join(c for c, _ in inner)}))"
+            params = [*rare, *(v for _, vs in inner for v in vs)]
+        for value in reversed(ordered[:COMMON_TYPES]):
+            clause, values = branch(value)
+            if chain:
+                chain = f"({clause} OR (type <> ? AND {chain}))"
+                params = [*values, value, *params]
+            else:
+                chain, params = clause, values
         if rest:
             clause, values = _any_of(rest)
-            parts.append(f"({clause})")
+            chain = f"{chain} OR ({clause})" if chain else f"({clause})"
             params += values
-        return " OR ".join(parts) or "0", params
+        return chain or "0", params
 
     def rows(
         self, conn: sqlite3.Connection, select: str, bound: str, params: Sequence[Any]
@@ -118,10 +124,8 @@ class CandidatePlan:
 
         Each row is ``select``'s columns followed by :attr:`columns`.
         """
-        if self.columns:
-            head, tail = select.split(" FROM ", 1)
-            select = f"{head}, {', '.join(c for c, _ in self.columns)} FROM {tail}"
-            params = (*(v for _, vs in self.columns for v in vs), *params)
+        select, head_params = self.with_columns(select)
+        params = (*head_params, *params)
         if self.terms is None:
             yield from conn.execute(f"{select} WHERE {bound} ORDER BY seq", tuple(params))
             return
@@ -146,6 +150,14 @@ class CandidatePlan:
             if row[0] != last:
                 last = row[0]
                 yield row
+
+    def with_columns(self, select: str) -> tuple[str, tuple[Any, ...]]:
+        """``select`` with :attr:`columns` after its own, and their values (they come first)."""
+        if not self.columns:
+            return select, ()
+        head, tail = select.split(" FROM ", 1)
+        values = tuple(v for _, vs in self.columns for v in vs)
+        return f"{head}, {', '.join(c for c, _ in self.columns)} FROM {tail}", values
 
     @property
     def one_pass(self) -> bool:

@@ -1,0 +1,312 @@
+"""A replay's candidate pass in a second thread, on its own connection, while Python evaluates.
+
+Why: on a large journal the candidate query of a one-pass replay (see
+:meth:`~engine.rules.evaluation.candidates.CandidatePlan.scan_where`) is
+seconds of work inside SQLite (a pass over the table, and the rules' gates as
+correlated subqueries), and the tallies and the evaluation of the rows it
+returns are seconds of Python; run one after the other they add up. SQLite
+releases the GIL while it steps a statement, so the pass runs on the second
+core while this thread runs the tallies and evaluates rows.
+
+How, and why this way:
+
+- The producer thread has its own read-only connection: one connection used
+  by two threads at once has one error state, so an error in one thread could
+  be reported (or lost) in the other. It holds its own copies of the shape
+  tables its terms test (temp tables are per connection) and never touches
+  the replay's connection.
+- Each chunk of the range (:data:`CHUNK` journal rows) is one statement that
+  returns the chunk's rows as one JSON array, so the producer takes the GIL
+  once per chunk. A thread that built each row's tuple would take the GIL for
+  every row and wait up to a switch interval (5 ms) each time this thread is
+  busy, so the two would only take turns (measured: no gain at all). JSON
+  holds integers, text and NULL exactly; a chunk with any other value (a REAL
+  or a BLOB, left out of its array) or text that is not UTF-8 is read again
+  here by seq with the replay's own ``SELECT``, so every row is what that
+  ``SELECT`` returns (errors included).
+- Terms gated by a tally (``seq IN`` its table, :mod:`~engine.rules.evaluation.tallies`)
+  are left out of the pass: their rows are read by seq once the tallies have
+  run, and merged in, so the pass starts before the tallies and runs beside
+  them. The union of both is exactly the plan's union of terms.
+- At most :data:`BUDGET` bytes of chunks wait in the queue whatever the
+  consumer does. :meth:`PipelinedCandidates.close` stops the producer at once
+  (``interrupt``), and a producer waiting for room gives up when told to stop.
+  An error in the producer is raised here, the same ``sqlite3`` exception,
+  where its chunk would have been read.
+
+The rows are the plan's rows in seq order, each once, so the replay and its
+fires are the same as reading them in this thread (the equivalence tests run
+both). The rows of the range never change under a backtest (``at`` and the
+rows up to the last seq are fixed; only a prune deletes rows, from the start
+of the journal), so two connections read the same rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import sqlite3
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Generator, Iterable, Sequence
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import HarnessError
+from engine.rules.evaluation.candidates import CandidatePlan
+from engine.rules.evaluation.shape_tables import ShapeTable
+from engine.rules.evaluation.window import COLUMNS, ROW_SELECT, ROW_VALUES
+
+if TYPE_CHECKING:
+    from engine.rules.evaluation.tallies import Tally
+
+#: Journal rows per producer statement (a chunk of the range, by seq).
+CHUNK = 16_384
+#: Bytes of chunks the producer may have waiting for the consumer.
+BUDGET = 16 << 20
+#: Seqs per read of rows by seq (one cached statement: a shorter list is padded).
+FETCH = 500
+#: The producer connection's page cache (KiB); SQLite's default is 2,000.
+CACHE_KIB = 256
+#: A range with fewer rows is read in this thread (a thread is not worth starting).
+MIN_ROWS = 200_000
+#: How long a blocked producer or consumer waits before checking for a stop.
+_POLL_S = 0.05
+#: How long :meth:`PipelinedCandidates.close` waits for the producer to end.
+_CLOSE_S = 10.0
+
+_END = object()
+_SEQ = itemgetter(0)
+
+Tables = Sequence[tuple[ShapeTable, int, int, tuple[tuple[str, ...], ...]]]
+Tallies = Sequence[tuple["Tally", int, int, int]]
+Row = tuple[Any, ...]
+
+
+class PipelinedCandidates:
+    """A plan's candidate rows for ``first..last``, found by a producer thread (see the module).
+
+    Built by :func:`start_pipeline`; :meth:`rows` yields the rows (call it
+    after the tallies ran on ``conn``), :meth:`close` ends the producer.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        other: sqlite3.Connection,
+        plan: CandidatePlan,
+        tallies: Tallies,
+        tables: Tables,
+        first_last: tuple[int, int],
+    ) -> None:
+        self._conn = conn
+        self._other = other
+        self._plan = plan
+        self._first, self._last = first_last
+        terms = plan.terms or ()
+        # A term testing a tally's table only admits rows in that table.
+        tallied = {t.clause(name) for t, *_ in tallies for name in t.gates}
+        self._tally_terms = tuple(t for t in terms if tallied & set(t.extra))
+        self._tally_tables = sorted(name for t, *_ in tallies for name in t.tables.values())
+        rest = tuple(t for t in terms if t not in self._tally_terms)
+        self._where = CandidatePlan(rest, True, plan.order).scan_where() if rest else ("0", [])
+        # The shape tables its statement reads (in the terms' gates and the answer columns).
+        read = " ".join([self._where[0], *(sql for sql, _ in plan.columns)])
+        self._tables = [t for t in tables if t[0].name in read]
+        self._queue: queue.Queue[tuple[Any, int]] = queue.Queue()
+        self._room = threading.Condition()
+        self._queued = 0  # bytes waiting in the queue
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, name="backtest-candidates")
+        self._thread.daemon = True  # never keeps a process alive; close() joins it
+        self._thread.start()
+
+    # -- the producer thread ------------------------------------------------------
+
+    def _chunk_sql(self) -> tuple[str, tuple[Any, ...]]:
+        """The statement reading one chunk: (its seqs, its rows as a JSON array).
+
+        A row with a value JSON would not hold exactly (REAL, or a BLOB it
+        refuses) is left out of the array, so the consumer, finding fewer rows
+        than seqs, reads that chunk by seq instead.
+        """
+        answers = self._plan.columns
+        columns = ", ".join([ROW_VALUES, *(sql for sql, _ in answers)])
+        exact = " AND ".join(f"typeof({c}) NOT IN ('real', 'blob')" for c in COLUMNS)
+        where, _ = self._where
+        sql = (
+            "SELECT group_concat(seq),"
+            f" CAST(json_group_array(json_array({columns})) FILTER (WHERE {exact}) AS BLOB)"
+            f" FROM rule_journal NOT INDEXED WHERE seq BETWEEN ? AND ? AND ({where})"
+        )
+        return sql, tuple(v for _, vs in answers for v in vs)
+
+    def _produce(self) -> None:
+        try:
+            for table, after_at, last_seq, indexes in self._tables:
+                table.create(self._other, after_at, last_seq, indexes)
+            sql, head = self._chunk_sql()
+            values = self._where[1]
+            lo = self._first
+            while lo <= self._last and not self._stop.is_set():
+                hi = min(self._last, lo + CHUNK - 1)
+                found, rows = self._other.execute(sql, (*head, lo, hi, *values)).fetchone()
+                self._put((hi, found, rows), len(rows or b"") + len(found or ""))
+                lo = hi + 1
+            self._put(_END, 0)
+        except BaseException as exc:  # handed to the consumer, which raises it
+            if not self._stop.is_set():
+                self._put(exc, 0)
+
+    def _put(self, item: Any, size: int) -> None:
+        with self._room:
+            # One chunk is always let through, however large, so the two cannot wait on each other.
+            while self._queued and self._queued + size > BUDGET and not self._stop.is_set():
+                self._room.wait(_POLL_S)
+            if self._stop.is_set():
+                return
+            self._queued += size
+        self._queue.put((item, size))
+
+    # -- the consumer (the replay's thread) ---------------------------------------
+
+    def _get(self) -> Any:
+        while True:
+            try:
+                item, size = self._queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self._thread.is_alive() and self._queue.empty():
+                    raise RuntimeError("the backtest's candidate reader stopped") from None
+                continue
+            with self._room:
+                self._queued -= size
+                self._room.notify()
+            return item
+
+    def rows(self) -> Generator[Row, None, None]:
+        """The plan's rows in seq order (``ROW_SELECT``'s columns, then the answer columns)."""
+        tallied = self._tallied_seqs()
+        done = 0  # tallied seqs merged so far
+        while True:
+            item = self._get()
+            if isinstance(item, BaseException):
+                raise item
+            hi, found, blob = (self._last, None, None) if item is _END else item
+            upto = bisect_right(tallied, hi, done)
+            extra, done = tallied[done:upto], upto
+            seqs = [int(s) for s in found.split(",")] if found else []
+            rows = _decoded(blob, len(seqs)) if seqs else None
+            if seqs and rows is None:  # a value JSON does not hold exactly: read them here
+                yield from self._fetch(sorted({*seqs, *extra}))
+            elif extra:
+                merged = {r[0]: r for r in (*(rows or ()), *self._fetch(extra))}
+                yield from sorted(merged.values(), key=_SEQ)
+            elif rows:
+                yield from rows
+            if item is _END:
+                return
+
+    def _fetch(self, seqs: Sequence[int]) -> Iterable[Row]:
+        """The rows with these seqs (ascending), read with the replay's own ``SELECT``."""
+        head, params = self._plan.with_columns(ROW_SELECT)
+        sql = f"{head} WHERE seq IN ({', '.join('?' * FETCH)}) ORDER BY seq"
+        out: list[Row] = []
+        for i in range(0, len(seqs), FETCH):
+            part = list(seqs[i : i + FETCH])
+            part += [part[-1]] * (FETCH - len(part))  # a repeated seq is read once
+            out.extend(self._conn.execute(sql, (*params, *part)))
+        return out
+
+    def _tallied_seqs(self) -> list[int]:
+        """The rows the tally-gated terms admit (their tables hold seqs of the range only)."""
+        if not self._tally_terms:
+            return []
+        where, values = CandidatePlan(self._tally_terms, True, self._plan.order).scan_where()
+        union = " UNION ".join(f"SELECT seq FROM {name}" for name in self._tally_tables)
+        sql = (
+            f"SELECT seq FROM rule_journal WHERE seq IN ({union})"
+            f" AND +seq BETWEEN ? AND ? AND ({where}) ORDER BY seq"
+        )
+        return [int(r[0]) for r in self._conn.execute(sql, (self._first, self._last, *values))]
+
+    def close(self) -> None:
+        """Stop the producer (interrupting its statement), wait for it, close its connection."""
+        self._stop.set()
+        deadline = time.monotonic() + _CLOSE_S
+        # Again until it ends: an interrupt that lands between two statements is lost.
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(sqlite3.ProgrammingError):
+                self._other.interrupt()
+            self._thread.join(timeout=_POLL_S)
+        if not self._thread.is_alive():
+            self._other.close()
+
+
+def _decoded(blob: bytes | None, count: int) -> list[Row] | None:
+    """A chunk's ``count`` rows from its JSON, or None if some are missing or it is not UTF-8.
+
+    The text is decoded as strictly as sqlite3 decodes a column, so a row
+    sqlite3 would refuse is read again by seq and refused the same way.
+    """
+    try:
+        text = (blob or b"[]").decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    rows = list(map(tuple, json.loads(text)))
+    if len(rows) != count:
+        return None
+    rows.sort(key=_SEQ)  # already in seq order (one pass by rowid): a check, in linear time
+    return rows
+
+
+def start_pipeline(
+    conn: sqlite3.Connection,
+    plan: CandidatePlan,
+    tallies: Tallies,
+    tables: Tables,
+    first_last: tuple[int, int],
+    *,
+    rows: int,
+    force: bool = False,
+) -> PipelinedCandidates | None:
+    """The plan's rows read by a producer thread, or None to read them in this thread.
+
+    A pipeline runs for a one-pass plan over at least :data:`MIN_ROWS` rows
+    (with ``force``, for any filtered plan), when ``conn`` is a store file with
+    no transaction open (a second connection would not see its uncommitted
+    rows) and plain tuples of ``str`` for rows, and a second read-only
+    connection to it opens, in an SQLite with the JSON functions.
+    """
+    if plan.terms is None or conn.in_transaction:
+        return None
+    if conn.row_factory is not None or conn.text_factory is not str:
+        return None
+    if not force and (not plan.one_pass or rows < MIN_ROWS):
+        return None
+    path = _store_file(conn)
+    if not path:
+        return None
+    from engine.store.db import connect
+
+    try:
+        other = connect(path, readonly=True, check_same_thread=False)
+    except (HarnessError, sqlite3.Error):
+        return None
+    try:
+        # A pass reads each page once: a small page cache keeps the process's memory as it was.
+        other.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        other.execute("SELECT json_group_array(json_array(1))").fetchone()  # an SQLite with JSON
+    except sqlite3.Error:
+        other.close()
+        return None
+    return PipelinedCandidates(conn, other, plan, tallies, tables, first_last)
+
+
+def _store_file(conn: sqlite3.Connection) -> str:
+    """The file behind ``conn``'s main database ("" for an in-memory one)."""
+    for _, name, path in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(path or "")
+    return ""
