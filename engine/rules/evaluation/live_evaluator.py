@@ -22,7 +22,6 @@ transaction as before.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -38,8 +37,9 @@ from engine.rules.evaluation.evaluator import (
 )
 from engine.rules.evaluation.fires import Fire, insert_fires
 from engine.rules.evaluation.hooks import DefaultHooks, FireHooks
+from engine.rules.evaluation.rows_json import ROWS_JSON, decoded
 from engine.rules.evaluation.schema import LIVE_CURSOR
-from engine.rules.evaluation.window import COL, COLUMNS, ROW_SELECT, ROW_VALUES, WindowIndex
+from engine.rules.evaluation.window import COL, ROW_SELECT, WindowIndex
 from engine.rules.language.model import CompiledRule
 from engine.store.txn import immediate
 from engine.vocab import DISABLED
@@ -76,42 +76,31 @@ class CursorMoved(Exception):
     """Another evaluator committed past this one's cursor: its in-memory state is stale."""
 
 
-#: A batch as one JSON array (see :func:`read_batch`): the rows of ``ROW_SELECT``, in seq order.
-#: NULL when a value is REAL: JSON prints 15 digits, and the row must read as ``fetchall`` reads it.
+#: A batch as one JSON array, with its row count (see :mod:`.rows_json`).
 _BATCH_JSON = (
-    "SELECT CASE WHEN max("
-    + " OR ".join(f"typeof({c}) = 'real'" for c in COLUMNS[1:])
-    + f") THEN NULL ELSE json_group_array(json_array({ROW_VALUES})) END FROM"
+    f"SELECT count(*), {ROWS_JSON} FROM"
     " (SELECT * FROM rule_journal WHERE seq > ? ORDER BY seq LIMIT ?)"
 )
-
-
-def _seq(row: tuple[Any, ...]) -> Any:
-    return row[0]
 
 
 def read_batch(conn: sqlite3.Connection, after: int, limit: int) -> list[tuple[Any, ...]]:
     """The next ``limit`` rows after seq ``after`` (``ROW_SELECT``'s tuples), read in one step.
 
-    Why not ``fetchall``: it steps once per row, and each step lets go of the
-    GIL and takes it back. In serve the evaluator reads each batch while
-    request threads map records, and every retake waited for them: a batch of
-    200 rows was 200 thread switches (strace of serve under OTLP load: 25,000
-    futex calls for 30,000 records, 18,000 this way; alone, 9.5 against 6.3 µs
-    a row evaluated). The values are the same: the journal's text columns are
-    text, ``seq``, ``at`` and ``n`` integers (or ``n`` NULL), and JSON carries
-    each exactly. A store whose SQLite lacks JSON, or a batch JSON cannot carry
-    exactly (a BLOB or a REAL someone wrote by hand), is read row by row as
-    before, so it fails or succeeds exactly as it did.
+    Why not ``fetchall`` (:mod:`.rows_json`): in serve the evaluator reads each
+    batch while request threads map records, and a batch of 200 rows was 200
+    waits for them (strace of serve under OTLP load: 25,000 futex calls for
+    30,000 records, 18,000 this way; alone, 9.5 against 6.3 µs a row
+    evaluated). A batch JSON cannot carry exactly, or an SQLite without JSON,
+    is read row by row as before, with the same values and errors.
     """
     try:
-        (text,) = conn.execute(_BATCH_JSON, (after, limit)).fetchone()
-        if text is not None:
-            rows = [tuple(row) for row in json.loads(text)]
-            rows.sort(key=_seq)  # in seq order already (linear then); SQL does not promise it
+        count, blob = conn.execute(_BATCH_JSON, (after, limit)).fetchone()
+    except sqlite3.OperationalError:
+        pass  # no JSON functions here (or a store error, which the next read meets too)
+    else:
+        rows = decoded(blob, count)
+        if rows is not None:
             return rows
-    except (sqlite3.OperationalError, sqlite3.DataError, ValueError):
-        pass
     return conn.execute(
         ROW_SELECT + " WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
     ).fetchall()

@@ -44,7 +44,6 @@ of the journal), so two connections read the same rows.
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import sqlite3
 import threading
@@ -56,8 +55,9 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import HarnessError
 from engine.rules.evaluation.candidates import CandidatePlan
+from engine.rules.evaluation.rows_json import EXACT, decoded
 from engine.rules.evaluation.shape_tables import ShapeTable
-from engine.rules.evaluation.window import COLUMNS, ROW_SELECT, ROW_VALUES
+from engine.rules.evaluation.window import ROW_SELECT, ROW_VALUES
 
 if TYPE_CHECKING:
     from engine.rules.evaluation.tallies import Tally
@@ -134,11 +134,10 @@ class PipelinedCandidates:
         """
         answers = self._plan.columns
         columns = ", ".join([ROW_VALUES, *(sql for sql, _ in answers)])
-        exact = " AND ".join(f"typeof({c}) NOT IN ('real', 'blob')" for c in COLUMNS)
         where, _ = self._where
         sql = (
             "SELECT group_concat(seq),"
-            f" CAST(json_group_array(json_array({columns})) FILTER (WHERE {exact}) AS BLOB)"
+            f" CAST(json_group_array(json_array({columns})) FILTER (WHERE {EXACT}) AS BLOB)"
             f" FROM rule_journal NOT INDEXED WHERE seq BETWEEN ? AND ? AND ({where})"
         )
         return sql, tuple(v for _, vs in answers for v in vs)
@@ -197,7 +196,7 @@ class PipelinedCandidates:
             upto = bisect_right(tallied, hi, done)
             extra, done = tallied[done:upto], upto
             seqs = [int(s) for s in found.split(",")] if found else []
-            rows = _decoded(blob, len(seqs)) if seqs else None
+            rows = decoded(blob, len(seqs)) if seqs else None
             if seqs and rows is None:  # a value JSON does not hold exactly: read them here
                 yield from self._fetch(sorted({*seqs, *extra}))
             elif extra:
@@ -242,23 +241,6 @@ class PipelinedCandidates:
             self._thread.join(timeout=_POLL_S)
         if not self._thread.is_alive():
             self._other.close()
-
-
-def _decoded(blob: bytes | None, count: int) -> list[Row] | None:
-    """A chunk's ``count`` rows from its JSON, or None if some are missing or it is not UTF-8.
-
-    The text is decoded as strictly as sqlite3 decodes a column, so a row
-    sqlite3 would refuse is read again by seq and refused the same way.
-    """
-    try:
-        text = (blob or b"[]").decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    rows = list(map(tuple, json.loads(text)))
-    if len(rows) != count:
-        return None
-    rows.sort(key=_SEQ)  # already in seq order (one pass by rowid): a check, in linear time
-    return rows
 
 
 def start_pipeline(
