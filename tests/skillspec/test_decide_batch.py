@@ -147,6 +147,37 @@ def test_input_lines_read_in_place_as_line_by_line(lines: list[str], end: str) -
     assert _string_lines(text) == _each_line(text)
 
 
+_PLAIN_CHARS = st.sampled_from(
+    ["a", " ", '"', "\\", "\n", "\t", "\r", "\x7f", "é", "\u2028", "\x00"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(_PLAIN_CHARS, max_size=6), max_size=5), st.sampled_from(["", "\n"]))
+def test_plain_lines_are_read_as_line_by_line_or_left_to_it(lines: list[str], end: str) -> None:
+    from engine.cli.cmd_spec_decide import _plain_lines
+
+    for text in ("\n".join(lines) + end, "".join(json.dumps(t) + "\n" for t in lines)):
+        plain = _plain_lines(text.encode("utf-8"), text)
+        assert plain is None or plain == _each_line(text), text
+
+
+def test_inputs_as_json_dumps_writes_them_are_read_plain(tmp_path: Path) -> None:
+    from engine.cli.cmd_spec_decide import _plain_lines, read_inputs
+
+    plain = [*make_inputs(50), "", "quote ' here"]
+    texts = [*plain, "naïve café", "a\u2028b", "x\x7fy"]
+    for values, ascii_only in ((plain, True), (texts, False), (texts, True)):
+        text = "".join(json.dumps(t, ensure_ascii=ascii_only) + "\n" for t in values)
+        read = _plain_lines(text.encode("utf-8"), text)
+        # escaped non-ASCII text is left to the scanner; anything else is read plain
+        assert read == (None if values is texts and ascii_only else values)
+        assert _plain_lines(text.encode("utf-8")[:-1], text[:-1]) == read  # no final newline
+        path = tmp_path / "in.jsonl"
+        path.write_text(text, encoding="utf-8")
+        assert read_inputs(str(path)) == values
+
+
 # --- the batch path's rule bits against decide, on random specs and inputs
 
 _VOCAB = ["go", "gos", "stop", "in sync", "a-b", "a a", "c++", "?", "test", "weekly", "every day"]
