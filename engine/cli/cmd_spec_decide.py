@@ -161,8 +161,8 @@ def read_inputs(source: str) -> list[str]:
     return out
 
 
-#: Every byte but the C0 controls, and the newline: a plain file has nothing else.
-_PLAIN_BYTES = bytes(range(0x20, 0x100)) + b"\n"
+#: Translating a file's bytes keeps only quotes, newlines, backslashes and control characters.
+_SKELETON = bytes(set(range(0x20, 0x100)) - {ord('"'), ord("\\")})
 
 
 def _plain_lines(raw: bytes, text: str) -> list[str] | None:
@@ -171,20 +171,23 @@ def _plain_lines(raw: bytes, text: str) -> list[str] | None:
     The usual file (inputs written by ``json.dumps``, ASCII or not): a
     line's string is then what lies between its quotes, so all the strings
     are cut out of the text with one ``split``, not read a line at a time.
-    That holds when the text (``raw`` its UTF-8 bytes) has no backslash
-    and no control character but newlines (JSON refuses them raw, and a
-    backslash starts an escape), starts with a quote, ends with one (less
-    one final newline), and every other quote and every newline stands in
-    a ``"\\n"`` between two lines. Anything else goes to
-    :func:`_string_lines`, which reads every JSON string as ``json.loads`` does.
+    That holds when, of ``raw`` (the text's UTF-8 bytes), the quotes,
+    newlines, backslashes and control characters are two quotes and a
+    newline per line (none in a string: JSON refuses a raw control
+    character, and a backslash starts an escape), and the text cut at each
+    ``"\\n"`` gives as many strings as there are lines: then every quote
+    and newline stands in one of those or at the text's ends. Anything else
+    goes to :func:`_string_lines`, which reads every JSON string as
+    ``json.loads`` does.
     """
-    if b"\\" in raw or raw.translate(None, _PLAIN_BYTES):
-        return None
     body = text[:-1] if text.endswith("\n") else text
     if len(body) < 2 or body[0] != '"' or body[-1] != '"':
         return None
     values = body[1:-1].split('"\n"')
-    if body.count('"') != 2 * len(values) or body.count("\n") != len(values) - 1:
+    count = len(values)
+    line = b'""\n'
+    expected = line * count if len(body) < len(text) else line * (count - 1) + b'""'
+    if raw.translate(None, _SKELETON) != expected:
         return None
     return values
 

@@ -60,9 +60,10 @@ def prepared(texts: Sequence[str]) -> tuple[list[str], bytes]:
     done once on the texts joined by it.
     """
     joined = JOIN.join(texts)
-    if texts and joined.count(JOIN) == len(texts) - 1:
+    quoted = _enc(joined)[1:-1].split(JOIN)  # JSON leaves JOIN as it is
+    if len(quoted) == len(texts):  # no text holds JOIN (or there is none)
         low = joined.lower().encode("utf-8", "surrogatepass").translate(_RUNS)
-        return _enc(joined)[1:-1].split(JOIN), low.replace(END_RUN, _BETWEEN) + _BETWEEN
+        return quoted, low.replace(END_RUN, _BETWEEN) + _BETWEEN
     lowered = [text.lower().encode("utf-8", "surrogatepass") for text in texts]
     return (
         [_enc(text)[1:-1] for text in texts],

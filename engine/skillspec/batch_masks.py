@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.skillspec.decide import CompiledRule, CompiledSpec
-from engine.skillspec.matching import BOOLEAN_PREDICATES, AllOf, bit_positions
+from engine.skillspec.matching import BOOLEAN_PREDICATES, AllOf, bit_positions, bounded_contains
 
 #: Up to this many rules, rule ``i``'s byte holds its number ``i + 1``; above, only a flag.
 NAMED_RULES = 254
@@ -55,7 +55,6 @@ class Masks:
     __slots__ = (
         "allowed",
         "always",
-        "group_mask",
         "group_shift",
         "groups",
         "matcher",
@@ -102,7 +101,6 @@ class Masks:
             for pid in compiled.bool_ids[name]:
                 payload[pid] |= 1 << (shift + k)
         self.rule_mask = (1 << self.group_shift) - 1
-        self.group_mask = (1 << shift) - 1 - self.rule_mask
         #: per combination of predicate bits, the rules whose booleans hold in it
         plain = sum(place[r.index] for r in rules if not r.booleans)
         checked = [r for r in rules if r.booleans]
@@ -123,18 +121,17 @@ class Masks:
         per input.
         """
         matcher = self.matcher
-        top, gate_shift = matcher.mask, matcher.shift
+        top, gate_shift, at_start = matcher.mask, matcher.shift, matcher.at_start
         need, groups = matcher.need, self.groups
         gate_fill, gate_steps, gate_starts = need.fill, need.shifts, need.starts
         fill, steps, starts = groups.fill, groups.shifts, groups.starts
-        rule_mask, always, group_mask, group_shift = (
-            self.rule_mask,
-            self.always,
-            self.group_mask,
-            self.group_shift,
-        )
-        allowed, pred_shift = self.allowed, self.pred_shift
-        literal, gated_in, literal_in = matcher.literal, matcher.gated_in, matcher.literal_in
+        rule_mask, always, group_shift = self.rule_mask, self.always, self.group_shift
+        # above the rule bytes, once any gate bits are gone: the group bits, then the
+        # predicate bits; shifted down, a small integer (an AND of the whole would not be)
+        group_bits = (1 << (self.pred_shift - group_shift)) - 1
+        pred_at = self.pred_shift - group_shift
+        allowed = self.allowed
+        literal, literal_in = matcher.literal, matcher.literal_in
         get = self.words.get
         each = iter(texts)
         out: list[int] = []
@@ -142,10 +139,10 @@ class Masks:
         found = 0
         for run in runs.split():
             payload = get(run, 0)
+            if not payload:  # most runs give nothing
+                continue
             if payload > 0:
                 found |= payload
-                continue
-            if not payload:
                 continue
             text = next(each)  # the end of this text's runs
             if found > top:  # the first and last runs of a spelling with separators are there
@@ -154,19 +151,28 @@ class Masks:
                     met &= met >> step
                 met &= gate_starts
                 found &= top
-                if met:
-                    found |= gated_in(met, text.lower())
+                if met:  # PhraseMatcher.gated_in, inline
+                    low = text.lower()
+                    while met:
+                        start = met & -met
+                        met ^= start
+                        spelling, gives = at_start[start.bit_length()]
+                        if spelling in low and bounded_contains(low, spelling):
+                            found |= gives
             if literal:
                 found |= literal_in(text.lower())
-            rules = found & rule_mask | always
-            if found & group_mask:  # (an AllOf start bit ANDs only the bits of its block)
-                met = found >> group_shift | fill
+            rules = found & rule_mask
+            if always:
+                rules |= always
+            high = found >> group_shift
+            if high & group_bits:  # (an AllOf start bit ANDs only the bits of its block)
+                met = high | fill
                 for step in steps:
                     met &= met >> step
                 met &= starts
                 if met:
                     rules |= self._multi(met)
-            append(rules & allowed[found >> pred_shift])
+            append(rules & allowed[high >> pred_at])
             found = 0
         return out
 
