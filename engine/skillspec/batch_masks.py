@@ -132,15 +132,12 @@ class Masks:
         pred_at = self.pred_shift - group_shift
         allowed = self.allowed
         literal, literal_in = matcher.literal, matcher.literal_in
-        get = self.words.get
         each = iter(texts)
         out: list[int] = []
         append = out.append
         found = 0
-        for run in runs.split():
-            payload = get(run, 0)
-            if not payload:  # most runs give nothing
-                continue
+        # most runs give nothing: they are dropped in C, and only the others reach Python
+        for payload in filter(None, map(self.words.get, runs.split())):
             if payload > 0:
                 found |= payload
                 continue
