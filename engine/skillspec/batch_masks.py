@@ -61,7 +61,6 @@ class Masks:
         "multi",
         "place",
         "pred_shift",
-        "rule_mask",
         "words",
     )
 
@@ -100,7 +99,6 @@ class Masks:
         for k, name in enumerate(used):
             for pid in compiled.bool_ids[name]:
                 payload[pid] |= 1 << (shift + k)
-        self.rule_mask = (1 << self.group_shift) - 1
         #: per combination of predicate bits, the rules whose booleans hold in it
         plain = sum(place[r.index] for r in rules if not r.booleans)
         checked = [r for r in rules if r.booleans]
@@ -125,7 +123,7 @@ class Masks:
         need, groups = matcher.need, self.groups
         gate_fill, gate_steps, gate_starts = need.fill, need.shifts, need.starts
         fill, steps, starts = groups.fill, groups.shifts, groups.starts
-        rule_mask, always, group_shift = self.rule_mask, self.always, self.group_shift
+        always, group_shift = self.always, self.group_shift
         # above the rule bytes, once any gate bits are gone: the group bits, then the
         # predicate bits; shifted down, a small integer (an AND of the whole would not be)
         group_bits = (1 << (self.pred_shift - group_shift)) - 1
@@ -158,18 +156,19 @@ class Masks:
                             found |= gives
             if literal:
                 found |= literal_in(text.lower())
-            rules = found & rule_mask
-            if always:
-                rules |= always
             high = found >> group_shift
+            allow = allowed[high >> pred_at]  # (it has no bits above the rule bytes)
+            rules = found & allow
+            if always:
+                rules |= always & allow
             if high & group_bits:  # (an AllOf start bit ANDs only the bits of its block)
                 met = high | fill
                 for step in steps:
                     met &= met >> step
                 met &= starts
                 if met:
-                    rules |= self._multi(met)
-            append(rules & allowed[high >> pred_at])
+                    rules |= self._multi(met) & allow
+            append(rules)
             found = 0
         return out
 
