@@ -256,6 +256,16 @@ def test_a_chunk_is_prepared_as_each_text_alone(texts: list[str]) -> None:
     assert runs.split() == [run for words in each for run in [*words, b"\x7f"]]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 254), max_size=4), min_size=1, max_size=8))
+def test_cut_gives_each_inputs_pieces_joined_by_commas(segments: list[list[int]]) -> None:
+    """Empty inputs first, last, in runs: each text is its pieces, no ", " after the last."""
+    pieces = [", ", *(f"p{n}, " for n in range(1, 255)), batch_tables.CUT]
+    numbers = b"".join(bytes([*seg, batch_tables.SEP]) for seg in segments)
+    texts = batch_tables.cut(numbers + bytes([batch_tables.SEP]), pieces, len(segments))
+    assert texts == [", ".join(f"p{n}" for n in seg) for seg in segments]
+
+
 def _wide_spec(rules: int, items: int) -> dict[str, Any]:
     """``rules`` rules of one phrase each, forbidding ``items`` distinct items between them."""
     return {
