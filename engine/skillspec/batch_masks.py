@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.skillspec.decide import CompiledRule, CompiledSpec
-from engine.skillspec.matching import BOOLEAN_PREDICATES, AllOf, bit_positions, bounded_contains
+from engine.skillspec.matching import (
+    BOOLEAN_PREDICATES,
+    IDENT_CHARS,
+    AllOf,
+    bit_positions,
+    bounded_contains,
+)
 
 #: Up to this many rules, rule ``i``'s byte holds its number ``i + 1``; above, only a flag.
 NAMED_RULES = 254
@@ -152,7 +158,14 @@ class Masks:
                         start = met & -met
                         met ^= start
                         spelling, gives = at_start[start.bit_length()]
-                        if spelling in low and bounded_contains(low, spelling):
+                        at = low.find(spelling)
+                        if at < 0:
+                            continue
+                        end = at + len(spelling)  # its first occurrence bounded, or a later one
+                        if (
+                            (at == 0 or low[at - 1] not in IDENT_CHARS)
+                            and (end == len(low) or low[end] not in IDENT_CHARS)
+                        ) or bounded_contains(low, spelling):
                             found |= gives
             if literal:
                 found |= literal_in(text.lower())

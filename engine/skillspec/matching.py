@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable, Sequence
     from typing import Final
 
-_IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+#: The characters of an identifier run; a phrase is bounded by any other (or the text's end).
+IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 # Rust's char::is_whitespace (Unicode White_Space), which str.trim() strips.
 _RUST_WS = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
@@ -93,8 +94,8 @@ def normalize_phrase(phrase: str) -> str:
 
 
 def _bounded_at(text: str, start: int, end: int) -> bool:
-    return (start == 0 or text[start - 1] not in _IDENT) and (
-        end >= len(text) or text[end] not in _IDENT
+    return (start == 0 or text[start - 1] not in IDENT_CHARS) and (
+        end >= len(text) or text[end] not in IDENT_CHARS
     )
 
 
@@ -129,7 +130,7 @@ def contains_phrase(text: str, phrase: str) -> bool:
 
 
 #: Byte table for :func:`runs_of`: identifier bytes stay, every other byte becomes a space.
-RUN_BYTES = bytes(c if chr(c) in _IDENT else 32 for c in range(256))
+RUN_BYTES = bytes(c if chr(c) in IDENT_CHARS else 32 for c in range(256))
 
 
 def runs_of(text: str) -> list[bytes]:
