@@ -125,9 +125,9 @@ class Masks:
         per input.
         """
         matcher = self.matcher
-        top, gate_shift, at_start = matcher.mask, matcher.shift, matcher.at_start
-        need, groups = matcher.need, self.groups
-        gate_fill, gate_steps, gate_starts = need.fill, need.shifts, need.starts
+        top, gate_shift, gate_pairs = matcher.mask, matcher.shift, matcher.gates
+        gated_at = matcher.at
+        groups = self.groups
         fill, steps, starts = groups.fill, groups.shifts, groups.starts
         always, group_shift = self.always, self.group_shift
         # above the rule bytes, once any gate bits are gone: the group bits, then the
@@ -146,18 +146,16 @@ class Masks:
                 found |= payload
                 continue
             text = next(each)  # the end of this text's runs
-            if found > top:  # the first and last runs of a spelling with separators are there
-                met = found >> gate_shift | gate_fill
-                for step in gate_steps:
-                    met &= met >> step
-                met &= gate_starts
+            if found > top:  # some gated spelling's first or last run is there
+                gates = found >> gate_shift
                 found &= top
+                met = gates & gates >> gate_pairs  # ... and of some, both (see PhraseMatcher)
                 if met:  # PhraseMatcher.gated_in, inline
                     low = text.lower()
                     while met:
                         start = met & -met
                         met ^= start
-                        spelling, gives = at_start[start.bit_length()]
+                        spelling, gives = gated_at[start.bit_length()]
                         at = low.find(spelling)
                         if at < 0:
                             continue
