@@ -152,10 +152,10 @@ class Masks:
                 met = gates & gates >> gate_pairs  # ... and of some, both (see PhraseMatcher)
                 if met:  # PhraseMatcher.gated_in, inline
                     low = text.lower()
-                    while met:
-                        start = met & -met
-                        met ^= start
-                        spelling, gives = gated_at[start.bit_length()]
+                    while met:  # (in any order: the payloads are ORed)
+                        top_bit = met.bit_length()
+                        met ^= 1 << top_bit - 1
+                        spelling, gives = gated_at[top_bit]
                         at = low.find(spelling)
                         if at < 0:
                             continue
