@@ -119,10 +119,15 @@ class Masks:
     def rules_of(self, texts: Sequence[str], runs: bytes) -> list[int]:
         """Each text's matched rule bytes; ``runs``: their runs, each text's followed by END_RUN.
 
-        :meth:`~engine.skillspec.matching.PhraseMatcher.scan` and the two
-        :meth:`AllOf.met` checks (the gated spellings', the groups'), inline,
+        :meth:`~engine.skillspec.matching.PhraseMatcher.scan` (its gated
+        spellings' check too) and :meth:`AllOf.met` for the groups, inline,
         over the runs of all the texts at once: this loop is most of the time
-        per input.
+        per input. Only the runs that give something reach Python (a dict
+        lookup and a filter drop the others in C), and what is left per input
+        is a few operations on integers: once the gate bits are gone, the
+        group and predicate bits are read from the found bits shifted down (a
+        small integer), and the predicates' allowed rules, which have no bit
+        above the rule bytes, are ANDed with the found bits once.
         """
         matcher = self.matcher
         top, gate_shift, gate_pairs = matcher.mask, matcher.shift, matcher.gates
