@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.cli.cmd_spec_decide import CHUNK
@@ -30,7 +30,7 @@ from engine.jsontext import escape_surrogates
 from engine.skillspec import batch_tables
 from engine.skillspec.batch import WARM, BatchDecider, prepared
 from engine.skillspec.decide import compile_spec, decide, decision_json_line, matched_indices
-from engine.skillspec.matching import runs_of
+from engine.skillspec.matching import PREDICATE_KEYWORDS, contains_phrase, runs_of
 from tests.benchmarks.bench_skillspec_decide import make_inputs, make_spec
 from tests.skillspec.decide_corpus import corpora
 
@@ -264,6 +264,62 @@ def test_cut_gives_each_inputs_pieces_joined_by_commas(segments: list[list[int]]
     numbers = b"".join(bytes([*seg, batch_tables.SEP]) for seg in segments)
     texts = batch_tables.cut(numbers + bytes([batch_tables.SEP]), pieces, len(segments))
     assert texts == [", ".join(f"p{n}" for n in seg) for seg in segments]
+
+
+_GATED_SPEC: dict[str, Any] = {
+    "schema": "skillspec/v0",
+    "id": "t.gated",
+    "routes": [{"id": "a", "rank": 1}],
+    "rules": [
+        {"id": "pair", "when": {"user_says_any": ["ab cd"]}, "forbid": ["x"], "reason": "p"},
+        {"id": "back", "when": {"user_says_any": ["cd ab", "ab"]}, "forbid": ["y"]},
+        {"id": "same", "when": {"user_says_all_groups": [["ab ab"], ["cd"]]}, "reason": "s"},
+        {"id": "odd", "when": {"user_says_any": ["ab-cd x"], "domain_object_task": True}},
+    ],
+}
+
+
+@settings(max_examples=400, deadline=None)
+@example(["xab cd ab cd", "ab cdx ab cd", "ab-cd x repo", "ab ab cd", "abs cd_ ab cds", ""])
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["ab", "cd", "x", "_", " ", "-", "Ab", "repo", "abs"]), max_size=9
+        ).map("".join),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_gated_spellings_found_as_decide_finds_them(texts: list[str]) -> None:
+    """Spellings of several runs next to identifier characters (a rejected first occurrence,
+    a later bounded one), plurals, a spelling whose first and last runs are one: batch
+    decide finds what decide finds."""
+    compiled = compile_spec(_GATED_SPEC)
+    want = [decision_json_line(decide(compiled, text)) for text in texts]
+    batch = BatchDecider(compiled)
+    naive = [_naive_matches(_GATED_SPEC["rules"], text) for text in texts]
+    assert [batch.matched_indices(t) for t in texts] == naive
+    assert [list(matched_indices(compiled, t)) for t in texts] == naive
+    assert batch.lines_of(texts) == want
+
+
+def _naive_matches(rules: list[dict[str, Any]], text: str) -> list[int]:
+    """The rules ``text`` matches, by the reference's search of each phrase: the oracle."""
+    low = text.lower()
+    out = []
+    for i, rule in enumerate(rules):
+        when = rule["when"]
+        ok = any(contains_phrase(low, p) for p in when.get("user_says_any", ["?"]))
+        if "user_says_any" not in when:
+            ok = True
+        for group in when.get("user_says_all_groups", []):
+            ok = ok and any(contains_phrase(low, p) for p in group)
+        for name, words in PREDICATE_KEYWORDS.items():
+            if name in when:
+                ok = ok and any(contains_phrase(low, w) for w in words) == when[name]
+        if ok:
+            out.append(i)
+    return out
 
 
 def _wide_spec(rules: int, items: int) -> dict[str, Any]:
