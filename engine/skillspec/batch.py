@@ -43,8 +43,15 @@ KEEP_RATIO = 8
 JOIN = END_RUN.decode()
 #: Between two inputs' runs: a run of its own (see :meth:`Masks.rules_of`).
 _BETWEEN = b" " + END_RUN + b" "
-#: Identifier bytes stay, :data:`JOIN` stays, every other byte becomes a space.
-_RUNS = RUN_BYTES[: ord(JOIN)] + END_RUN + RUN_BYTES[ord(JOIN) + 1 :]
+#: Among a chunk's runs, what JSON escapes in a string (a quote, a backslash, a control
+#: character): whitespace to ``bytes.split``, and one byte to look for.
+_ESCAPED = 0x0B
+#: Identifier bytes stay, :data:`JOIN` stays, what JSON escapes becomes :data:`_ESCAPED`,
+#: every other byte a space.
+_RUNS = bytes(
+    ord(JOIN) if c == ord(JOIN) else _ESCAPED if c < 0x20 or chr(c) in '"\\' else RUN_BYTES[c]
+    for c in range(256)
+)
 
 
 def prepared(texts: Sequence[str]) -> tuple[list[str], bytes]:
@@ -52,17 +59,22 @@ def prepared(texts: Sequence[str]) -> tuple[list[str], bytes]:
 
     The runs are those of each text lower-cased, as UTF-8 bytes with lone
     surrogates kept (see :func:`~engine.skillspec.matching.runs_of`), every
-    other byte a space, each text's followed by the run ``END_RUN`` (the
+    other byte whitespace, each text's followed by the run ``END_RUN`` (the
     byte of :data:`JOIN`). Encoding and lower-casing go character by
     character (lower-casing looks at neighbours only for a final sigma, and
     :data:`JOIN` is neither cased nor case-ignorable, so it ends a word as
     the end of a text does), so when no text holds :data:`JOIN` they are
-    done once on the texts joined by it.
+    done once on the texts joined by it. A text with nothing JSON escapes
+    (no quote, backslash or control character: none of the chunk's runs
+    bytes is :data:`_ESCAPED`) is its own encoding.
     """
     joined = JOIN.join(texts)
-    if texts and joined.count(JOIN) == len(texts) - 1:
-        low = joined.lower().encode("utf-8", "surrogatepass").translate(_RUNS)
-        return _enc(joined)[1:-1].split(JOIN), low.replace(END_RUN, _BETWEEN) + _BETWEEN
+    low = joined.lower().encode("utf-8", "surrogatepass").translate(_RUNS)
+    runs = low.replace(END_RUN, _BETWEEN)
+    if texts and len(runs) == len(low) + 2 * (len(texts) - 1):  # no text holds JOIN
+        if _ESCAPED in low:
+            return _enc(joined)[1:-1].split(JOIN), runs + _BETWEEN  # (JSON leaves JOIN be)
+        return list(texts), runs + _BETWEEN
     lowered = [text.lower().encode("utf-8", "surrogatepass") for text in texts]
     return (
         [_enc(text)[1:-1] for text in texts],

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.skillspec.decide import CompiledRule, CompiledSpec
-from engine.skillspec.matching import BOOLEAN_PREDICATES, AllOf, bit_positions
+from engine.skillspec.matching import (
+    BOOLEAN_PREDICATES,
+    IDENT_CHARS,
+    AllOf,
+    bit_positions,
+    bounded_contains,
+)
 
 #: Up to this many rules, rule ``i``'s byte holds its number ``i + 1``; above, only a flag.
 NAMED_RULES = 254
@@ -55,14 +61,12 @@ class Masks:
     __slots__ = (
         "allowed",
         "always",
-        "group_mask",
         "group_shift",
         "groups",
         "matcher",
         "multi",
         "place",
         "pred_shift",
-        "rule_mask",
         "words",
     )
 
@@ -101,8 +105,6 @@ class Masks:
         for k, name in enumerate(used):
             for pid in compiled.bool_ids[name]:
                 payload[pid] |= 1 << (shift + k)
-        self.rule_mask = (1 << self.group_shift) - 1
-        self.group_mask = (1 << shift) - 1 - self.rule_mask
         #: per combination of predicate bits, the rules whose booleans hold in it
         plain = sum(place[r.index] for r in rules if not r.booleans)
         checked = [r for r in rules if r.booleans]
@@ -117,56 +119,72 @@ class Masks:
     def rules_of(self, texts: Sequence[str], runs: bytes) -> list[int]:
         """Each text's matched rule bytes; ``runs``: their runs, each text's followed by END_RUN.
 
-        :meth:`~engine.skillspec.matching.PhraseMatcher.scan` and the two
-        :meth:`AllOf.met` checks (the gated spellings', the groups'), inline,
+        :meth:`~engine.skillspec.matching.PhraseMatcher.scan` (its gated
+        spellings' check too) and :meth:`AllOf.met` for the groups, inline,
         over the runs of all the texts at once: this loop is most of the time
-        per input.
+        per input. Only the runs that give something reach Python (a dict
+        lookup and a filter drop the others in C), and what is left per input
+        is a few operations on integers: once the gate bits are gone, the
+        group and predicate bits are read from the found bits shifted down (a
+        small integer), and the predicates' allowed rules, which have no bit
+        above the rule bytes, are ANDed with the found bits once.
         """
         matcher = self.matcher
-        top, gate_shift = matcher.mask, matcher.shift
-        need, groups = matcher.need, self.groups
-        gate_fill, gate_steps, gate_starts = need.fill, need.shifts, need.starts
+        top, gate_shift, gate_pairs = matcher.mask, matcher.shift, matcher.gates
+        gated_at = matcher.at
+        groups = self.groups
         fill, steps, starts = groups.fill, groups.shifts, groups.starts
-        rule_mask, always, group_mask, group_shift = (
-            self.rule_mask,
-            self.always,
-            self.group_mask,
-            self.group_shift,
-        )
-        allowed, pred_shift = self.allowed, self.pred_shift
-        literal, gated_in, literal_in = matcher.literal, matcher.gated_in, matcher.literal_in
-        get = self.words.get
+        always, group_shift = self.always, self.group_shift
+        # above the rule bytes, once any gate bits are gone: the group bits, then the
+        # predicate bits; shifted down, a small integer (an AND of the whole would not be)
+        group_bits = (1 << (self.pred_shift - group_shift)) - 1
+        pred_at = self.pred_shift - group_shift
+        allowed = self.allowed
+        literal, literal_in = matcher.literal, matcher.literal_in
         each = iter(texts)
         out: list[int] = []
         append = out.append
         found = 0
-        for run in runs.split():
-            payload = get(run, 0)
+        # most runs give nothing: they are dropped in C, and only the others reach Python
+        for payload in filter(None, map(self.words.get, runs.split())):
             if payload > 0:
                 found |= payload
                 continue
-            if not payload:
-                continue
             text = next(each)  # the end of this text's runs
-            if found > top:  # the first and last runs of a spelling with separators are there
-                met = found >> gate_shift | gate_fill
-                for step in gate_steps:
-                    met &= met >> step
-                met &= gate_starts
+            if found > top:  # some gated spelling's first or last run is there
+                gates = found >> gate_shift
                 found &= top
-                if met:
-                    found |= gated_in(met, text.lower())
+                met = gates & gates >> gate_pairs  # ... and of some, both (see PhraseMatcher)
+                if met:  # PhraseMatcher.gated_in, inline
+                    low = text.lower()
+                    while met:  # (in any order: the payloads are ORed)
+                        top_bit = met.bit_length()
+                        met ^= 1 << top_bit - 1
+                        spelling, gives = gated_at[top_bit]
+                        at = low.find(spelling)
+                        if at < 0:
+                            continue
+                        end = at + len(spelling)  # its first occurrence bounded, or a later one
+                        if (
+                            (at == 0 or low[at - 1] not in IDENT_CHARS)
+                            and (end == len(low) or low[end] not in IDENT_CHARS)
+                        ) or bounded_contains(low, spelling):
+                            found |= gives
             if literal:
                 found |= literal_in(text.lower())
-            rules = found & rule_mask | always
-            if found & group_mask:  # (an AllOf start bit ANDs only the bits of its block)
-                met = found >> group_shift | fill
+            high = found >> group_shift
+            allow = allowed[high >> pred_at]  # (it has no bits above the rule bytes)
+            rules = found & allow
+            if always:
+                rules |= always & allow
+            if high & group_bits:  # (an AllOf start bit ANDs only the bits of its block)
+                met = high | fill
                 for step in steps:
                     met &= met >> step
                 met &= starts
                 if met:
-                    rules |= self._multi(met)
-            append(rules & allowed[found >> pred_shift])
+                    rules |= self._multi(met) & allow
+            append(rules)
             found = 0
         return out
 

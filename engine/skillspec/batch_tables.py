@@ -45,8 +45,14 @@ if TYPE_CHECKING:
 
 #: The number that separates two inputs' rule (or item) numbers: never a rule's or an item's.
 SEP = 255
-#: The piece a separator picks: a character JSON text never holds unescaped.
-CUT = "\x00"
+#: The piece a separator picks: characters JSON text never holds unescaped. Eight of them,
+#: not one: ``str.split`` looks for one character a character at a time, for eight it
+#: skips ahead (the entries of a chunk, cut per input, are half of its lines).
+CUT = "\x00\x01\x02\x03\x04\x05\x06\x07"
+#: Where an input's last piece ends: its ", " and the separator.
+_LAST = ", " + CUT
+#: An input without numbers, and the same given a 0 (see :func:`cut`).
+_EMPTY, _FILLED = bytes([SEP, SEP]), bytes([SEP, 0, SEP])
 #: The separator as bytes, between two inputs' rule (or item) numbers.
 _SEP = bytes([SEP])
 #: In the reversed item bytes of many inputs, an item that occurs again later (earlier in
@@ -57,9 +63,21 @@ _REPEAT = re.compile(rb"([^\xff])(?=[^\xff]*?\1)")
 DICT_ITEMS = 8
 
 
-def cut(pieces: Iterable[str], count: int) -> list[str]:
-    """Pieces with :data:`CUT` after each input's, as the texts of the first ``count`` inputs."""
-    return "".join(pieces).split(CUT, count)[:count]
+def cut(numbers: bytes, pieces: Sequence[str], count: int) -> list[str]:
+    """The texts of the first ``count`` inputs, from their numbers (:data:`SEP` after each's).
+
+    ``pieces`` by number: each one's text followed by ``", "``, :data:`CUT`
+    at :data:`SEP`, and ``", "`` alone at 0. The chunk's text is cut where
+    a ``", "`` meets :data:`CUT`, so that each input's last ``", "`` goes
+    (slicing each input's text instead cost a copy of it, copied again into
+    its line); an input without numbers first gets a 0, whose piece gives
+    it that ``", "``. ``numbers`` ends with two separators (so there are
+    two numbers at least, and ``itemgetter`` gives a tuple).
+    """
+    numbers = numbers.replace(_EMPTY, _FILLED).replace(_EMPTY, _FILLED)  # (runs of them)
+    if numbers[0] == SEP:
+        numbers = b"\0" + numbers
+    return "".join(itemgetter(*numbers)(pieces)).split(_LAST, count)[:count]
 
 
 def _opt(value: str | None) -> str:
@@ -84,18 +102,18 @@ class Field:
     of an encoded item drops the same items as dropping repeats of the raw
     ones. Each distinct item has a number (1 to 254); ``codes`` gives each
     rule number the bytes of its items' numbers (a ``bytes.translate``
-    table when no rule has more than one, else a list), ``pieces`` each item
-    number its encoding followed by ``", "`` (:data:`CUT` at :data:`SEP`).
+    table when no rule has more than one, else a list), ``items`` each item
+    number its encoding, ``pieces`` the same followed by ``", "`` (as
+    :func:`cut` takes them).
     Where an item can occur in two rules, its repeats in an input are
     dropped by a dict per input when inputs hold many items (that costs per
     item), else by :data:`_REPEAT` over the whole chunk (that costs per pair
     of items in an input). When every rule that has items has the same ones,
     the field's text is ``same`` or empty. ``per_rule`` (by rule number)
-    serves the one rule at a time way. Every text ends with ``", "`` unless
-    empty.
+    serves the one rule at a time way. A text is its items joined by ``", "``.
     """
 
-    __slots__ = ("codes", "mask", "per_rule", "pieces", "repeats", "same", "way")
+    __slots__ = ("codes", "items", "mask", "per_rule", "pieces", "repeats", "same", "way")
 
     def __init__(self, lists: Sequence[tuple[str, ...]], place: Sequence[int]) -> None:
         encoded = [tuple(dict.fromkeys(map(_enc, items))) for items in lists]
@@ -105,9 +123,10 @@ class Field:
         distinct = list(dict.fromkeys(chain.from_iterable(owned)))
         #: whether an item can occur in two rules (else no repeat is ever dropped)
         self.repeats = len(distinct) < sum(map(len, owned))
-        self.same = "".join(item + ", " for item in owned[0]) if owned else ""
+        self.same = ", ".join(owned[0]) if owned else ""
         number = {item: k for k, item in enumerate(distinct, 1)}
-        self.pieces = [""] * 256
+        self.items = [""] * 256
+        self.pieces = [", ", *[""] * 255]
         self.codes: bytes | list[bytes] = b""
         if not owned or len(set(owned)) == 1:
             self.way = "same"
@@ -116,6 +135,7 @@ class Field:
         else:
             self.way = "bulk"
             for item, k in number.items():
+                self.items[k] = item
                 self.pieces[k] = item + ", "
             self.pieces[SEP] = CUT
             if all(len(items) <= 1 for items in encoded):
@@ -128,9 +148,7 @@ class Field:
                 self.codes = [b"", *(bytes(map(number.__getitem__, items)) for items in encoded)]
                 self.codes += [b""] * (SEP - len(self.codes)) + [bytes([SEP])]
 
-    def texts(
-        self, matched: list[int], numbers: bytes, pick: Callable[[Sequence[Any]], tuple[Any, ...]]
-    ) -> list[str]:
+    def texts(self, matched: list[int], numbers: bytes) -> list[str]:
         """The field's text for each of ``matched``, whose rule numbers ``numbers`` holds."""
         if self.way == "same":
             same, mask = self.same, self.mask
@@ -141,20 +159,19 @@ class Field:
         if isinstance(codes, bytes):
             items = numbers.translate(codes).translate(None, b"\0")
         else:
-            items = b"".join(pick(codes))
+            items = b"".join(itemgetter(*numbers)(codes))  # (two numbers at least: a tuple)
         if self.repeats and len(items) > DICT_ITEMS * len(matched):
             # a dict per input keeps each item's first occurrence, in order
             firsts = map(dict.fromkeys, items.split(_SEP, len(matched))[: len(matched)])
-            return list(map("".join, map(map, repeat(self.pieces.__getitem__), firsts)))
+            return list(map(", ".join, map(map, repeat(self.items.__getitem__), firsts)))
         if self.repeats:
             items = _REPEAT.sub(b"", items[::-1])[::-1]
-        return cut(itemgetter(*items)(self.pieces), len(matched))
+        return cut(items, self.pieces, len(matched))
 
     def text_of(self, indices: Iterable[int]) -> str:
         """The field's text for the matched rules at ``indices``, one step per rule."""
         per_rule = self.per_rule
-        items = dict.fromkeys(chain.from_iterable(per_rule[i + 1] for i in indices))
-        return "".join(item + ", " for item in items)
+        return ", ".join(dict.fromkeys(chain.from_iterable(per_rule[i + 1] for i in indices)))
 
 
 class Tables:
@@ -193,8 +210,8 @@ class Tables:
             """``values[i]`` for every bit_length the byte of rule ``i`` can give, ``none`` at 0."""
             return [none, *chain.from_iterable(map(repeat, values, repeat(8)))]
 
-        #: by rule number: the rule's matched_rules entry followed by ", " (CUT at SEP)
-        self.entries = ["", *(compiled.entries[r.index].json + ", " for r in rules)]
+        #: by rule number: the rule's matched_rules entry followed by ", " (as cut takes them)
+        self.entries = [", ", *(compiled.entries[r.index].json + ", " for r in rules)]
         if self.named:
             self.entries += [""] * (SEP - len(self.entries)) + [CUT]
         self.fields = tuple(
@@ -243,14 +260,13 @@ class Tables:
         """For each of ``matched`` (rule bytes): entries, forbid, elicit and after_success texts."""
         if not self.named:
             lanes = list(map(lanes_of, matched))
-            entries = ["".join(self.entries[i + 1] for i in ls) for ls in lanes]
+            entries = [", ".join(self.entries[i + 1][:-2] for i in ls) for ls in lanes]
             return (entries, *([f.text_of(ls) for ls in lanes] for f in self.fields))
         width, little = repeat(self.width), repeat("little")
         numbers = _SEP.join(map(int.to_bytes, matched, width, little))  # type: ignore[arg-type]
-        numbers = numbers.translate(None, b"\0") + bytes([SEP, SEP])
-        pick = itemgetter(*numbers)  # two numbers at least: it gives a tuple
-        entries = cut(pick(self.entries), len(matched))
-        return (entries, *(f.texts(matched, numbers, pick) for f in self.fields))
+        numbers = numbers.translate(None, b"\0") + _EMPTY
+        entries = cut(numbers, self.entries, len(matched))
+        return (entries, *(f.texts(matched, numbers) for f in self.fields))
 
     def lines(
         self,
@@ -276,9 +292,9 @@ class Tables:
             allow = self._allow(rules) if rules & allow_mask else "{}"
             out.append(
                 f'{{"input": "{text}", "route": {route}, "route_selection": {selection}, '
-                f'"route_order": {orders}, "forbid": [{forbid[:-2]}], "allow": {allow}, '
-                f'"elicit": [{elicit[:-2]}], "after_success": [{after[:-2]}], '
-                f'"matched_rules": [{entry[:-2]}], '
+                f'"route_order": {orders}, "forbid": [{forbid}], "allow": {allow}, '
+                f'"elicit": [{elicit}], "after_success": [{after}], '
+                f'"matched_rules": [{entry}], '
                 f'"reason": {reason[(rules & reason_mask).bit_length()]}}}'
             )
         return out

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable, Sequence
     from typing import Final
 
-_IDENT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+#: The characters of an identifier run; a phrase is bounded by any other (or the text's end).
+IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 # Rust's char::is_whitespace (Unicode White_Space), which str.trim() strips.
 _RUST_WS = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
@@ -93,8 +94,8 @@ def normalize_phrase(phrase: str) -> str:
 
 
 def _bounded_at(text: str, start: int, end: int) -> bool:
-    return (start == 0 or text[start - 1] not in _IDENT) and (
-        end >= len(text) or text[end] not in _IDENT
+    return (start == 0 or text[start - 1] not in IDENT_CHARS) and (
+        end >= len(text) or text[end] not in IDENT_CHARS
     )
 
 
@@ -129,7 +130,7 @@ def contains_phrase(text: str, phrase: str) -> bool:
 
 
 #: Byte table for :func:`runs_of`: identifier bytes stay, every other byte becomes a space.
-RUN_BYTES = bytes(c if chr(c) in _IDENT else 32 for c in range(256))
+RUN_BYTES = bytes(c if chr(c) in IDENT_CHARS else 32 for c in range(256))
 
 
 def runs_of(text: str) -> list[bytes]:
@@ -227,18 +228,22 @@ class PhraseMatcher:
     - In any bounded occurrence of another spelling, each of its identifier
       runs is a whole run of the text; so the literal search
       (:func:`bounded_contains`, the reference itself) runs only when its
-      first and last runs are both present (an :class:`AllOf` of two, the
-      cheapest to check in every input), and settles the rest: the runs
-      between, separators and overlaps.
+      first and last runs are both present, and settles the rest: the runs
+      between, separators and overlaps. Above the payload bits (``shift``),
+      gated spelling ``n`` has two bits, ``n`` for its last run and
+      ``gates + n`` for its first, so that the spellings whose both runs are
+      present are one AND of those bits with themselves shifted down
+      (three operations on one integer per input; an :class:`AllOf` of two
+      took five).
     - A spelling without identifier characters is searched literally.
     """
 
-    __slots__ = ("at_start", "gated", "keys", "literal", "mask", "need", "shift", "words")
+    __slots__ = ("at", "gated", "gates", "keys", "literal", "mask", "shift", "words")
 
     def __init__(self, spellings: Iterable[tuple[str, int]]) -> None:
         words: dict[bytes, int] = {}
         gated: list[tuple[str, int]] = []
-        runs_needed: list[list[bytes]] = []
+        ends: list[tuple[bytes, bytes]] = []
         self.literal: list[tuple[str, int]] = []
         for spelling, payload in spellings:
             runs = runs_of(spelling)
@@ -248,20 +253,19 @@ class PhraseMatcher:
                 words[runs[0]] = words.get(runs[0], 0) | payload
             else:
                 gated.append((spelling, payload))
-                runs_needed.append([runs[0], runs[-1]])
+                ends.append((runs[0], runs[-1]))
         widest = max((p for _, p in gated), default=0) | max(words.values(), default=0)
         self.shift = shift = widest.bit_length()
         #: the payload bits of a scan's OR (above them: the runs gated spellings need)
         self.mask = (1 << shift) - 1
-        self.need = AllOf(runs_needed)
-        for run, bits in self.need.bits.items():
-            assert isinstance(run, bytes)
-            words[run] = words.get(run, 0) | bits << shift
+        #: how many gated spellings: the distance between a spelling's two gate bits
+        self.gates = gates = len(gated)
+        for n, (first, last) in enumerate(ends):
+            words[first] = words.get(first, 0) | 1 << (shift + gates + n)
+            words[last] = words.get(last, 0) | 1 << (shift + n)
         self.gated = gated
-        #: by the bit_length() of its AllOf block's start bit: a gated spelling and its payload
-        self.at_start: list[tuple[str, int]] = [("", 0)] * (self.need.starts.bit_length() + 1)
-        for start, n in self.need.owner.items():
-            self.at_start[start + 1] = gated[n]
+        #: by the bit_length() of a met gate bit: its gated spelling and payload
+        self.at: list[tuple[str, int]] = [("", 0), *gated]
         #: every run that matters, with what it gives on its own and the gates it opens
         self.words = words
         self.keys = frozenset(words)
@@ -272,14 +276,10 @@ class PhraseMatcher:
         found = 0
         for run in self.keys.intersection(runs_of(text)):
             found |= words[run]
-        shift = self.shift
-        if found >> shift:
-            need = self.need
-            met = found >> shift | need.fill  # AllOf.met, inline: this runs per input
-            for step in need.shifts:
-                met &= met >> step
-            met &= need.starts
+        gates = found >> self.shift
+        if gates:
             found &= self.mask
+            met = gates & gates >> self.gates  # (the first runs' bits shifted onto the last's)
             if met:
                 found |= self.gated_in(met, text)
         if self.literal:
@@ -289,14 +289,14 @@ class PhraseMatcher:
     def gated_in(self, met: int, text: str) -> int:
         """The payloads of the gated spellings found in ``text`` among those ``met`` opens.
 
-        ``met``: AllOf start bits, one per spelling whose first and last runs are present.
+        ``met``: a bit per spelling whose first and last runs are present (see the class).
         """
-        at_start = self.at_start
+        at = self.at
         found = 0
         while met:
             start = met & -met
             met ^= start
-            spelling, payload = at_start[start.bit_length()]
+            spelling, payload = at[start.bit_length()]
             if bounded_contains(text, spelling):
                 found |= payload
         return found

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.cli.cmd_spec_decide import CHUNK
@@ -30,7 +30,7 @@ from engine.jsontext import escape_surrogates
 from engine.skillspec import batch_tables
 from engine.skillspec.batch import WARM, BatchDecider, prepared
 from engine.skillspec.decide import compile_spec, decide, decision_json_line, matched_indices
-from engine.skillspec.matching import runs_of
+from engine.skillspec.matching import PREDICATE_KEYWORDS, contains_phrase, runs_of
 from tests.benchmarks.bench_skillspec_decide import make_inputs, make_spec
 from tests.skillspec.decide_corpus import corpora
 
@@ -147,6 +147,37 @@ def test_input_lines_read_in_place_as_line_by_line(lines: list[str], end: str) -
     assert _string_lines(text) == _each_line(text)
 
 
+_PLAIN_CHARS = st.sampled_from(
+    ["a", " ", '"', "\\", "\n", "\t", "\r", "\x7f", "é", "\u2028", "\x00"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(_PLAIN_CHARS, max_size=6), max_size=5), st.sampled_from(["", "\n"]))
+def test_plain_lines_are_read_as_line_by_line_or_left_to_it(lines: list[str], end: str) -> None:
+    from engine.cli.cmd_spec_decide import _plain_lines
+
+    for text in ("\n".join(lines) + end, "".join(json.dumps(t) + "\n" for t in lines)):
+        plain = _plain_lines(text.encode("utf-8"), text)
+        assert plain is None or plain == _each_line(text), text
+
+
+def test_inputs_as_json_dumps_writes_them_are_read_plain(tmp_path: Path) -> None:
+    from engine.cli.cmd_spec_decide import _plain_lines, read_inputs
+
+    plain = [*make_inputs(50), "", "quote ' here"]
+    texts = [*plain, "naïve café", "a\u2028b", "x\x7fy"]
+    for values, ascii_only in ((plain, True), (texts, False), (texts, True)):
+        text = "".join(json.dumps(t, ensure_ascii=ascii_only) + "\n" for t in values)
+        read = _plain_lines(text.encode("utf-8"), text)
+        # escaped non-ASCII text is left to the scanner; anything else is read plain
+        assert read == (None if values is texts and ascii_only else values)
+        assert _plain_lines(text.encode("utf-8")[:-1], text[:-1]) == read  # no final newline
+        path = tmp_path / "in.jsonl"
+        path.write_text(text, encoding="utf-8")
+        assert read_inputs(str(path)) == values
+
+
 # --- the batch path's rule bits against decide, on random specs and inputs
 
 _VOCAB = ["go", "gos", "stop", "in sync", "a-b", "a a", "c++", "?", "test", "weekly", "every day"]
@@ -223,6 +254,72 @@ def test_a_chunk_is_prepared_as_each_text_alone(texts: list[str]) -> None:
     assert quoted == [json.dumps(t, ensure_ascii=False)[1:-1] for t in texts]
     each = [runs_of(t.lower()) for t in texts]
     assert runs.split() == [run for words in each for run in [*words, b"\x7f"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 254), max_size=4), min_size=1, max_size=8))
+def test_cut_gives_each_inputs_pieces_joined_by_commas(segments: list[list[int]]) -> None:
+    """Empty inputs first, last, in runs: each text is its pieces, no ", " after the last."""
+    pieces = [", ", *(f"p{n}, " for n in range(1, 255)), batch_tables.CUT]
+    numbers = b"".join(bytes([*seg, batch_tables.SEP]) for seg in segments)
+    texts = batch_tables.cut(numbers + bytes([batch_tables.SEP]), pieces, len(segments))
+    assert texts == [", ".join(f"p{n}" for n in seg) for seg in segments]
+
+
+_GATED_SPEC: dict[str, Any] = {
+    "schema": "skillspec/v0",
+    "id": "t.gated",
+    "routes": [{"id": "a", "rank": 1}],
+    "rules": [
+        {"id": "pair", "when": {"user_says_any": ["ab cd"]}, "forbid": ["x"], "reason": "p"},
+        {"id": "back", "when": {"user_says_any": ["cd ab", "ab"]}, "forbid": ["y"]},
+        {"id": "same", "when": {"user_says_all_groups": [["ab ab"], ["cd"]]}, "reason": "s"},
+        {"id": "odd", "when": {"user_says_any": ["ab-cd x"], "domain_object_task": True}},
+    ],
+}
+
+
+@settings(max_examples=400, deadline=None)
+@example(["xab cd ab cd", "ab cdx ab cd", "ab-cd x repo", "ab ab cd", "abs cd_ ab cds", ""])
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["ab", "cd", "x", "_", " ", "-", "Ab", "repo", "abs"]), max_size=9
+        ).map("".join),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_gated_spellings_found_as_decide_finds_them(texts: list[str]) -> None:
+    """Spellings of several runs next to identifier characters (a rejected first occurrence,
+    a later bounded one), plurals, a spelling whose first and last runs are one: batch
+    decide finds what decide finds."""
+    compiled = compile_spec(_GATED_SPEC)
+    want = [decision_json_line(decide(compiled, text)) for text in texts]
+    batch = BatchDecider(compiled)
+    naive = [_naive_matches(_GATED_SPEC["rules"], text) for text in texts]
+    assert [batch.matched_indices(t) for t in texts] == naive
+    assert [list(matched_indices(compiled, t)) for t in texts] == naive
+    assert batch.lines_of(texts) == want
+
+
+def _naive_matches(rules: list[dict[str, Any]], text: str) -> list[int]:
+    """The rules ``text`` matches, by the reference's search of each phrase: the oracle."""
+    low = text.lower()
+    out = []
+    for i, rule in enumerate(rules):
+        when = rule["when"]
+        ok = any(contains_phrase(low, p) for p in when.get("user_says_any", ["?"]))
+        if "user_says_any" not in when:
+            ok = True
+        for group in when.get("user_says_all_groups", []):
+            ok = ok and any(contains_phrase(low, p) for p in group)
+        for name, words in PREDICATE_KEYWORDS.items():
+            if name in when:
+                ok = ok and any(contains_phrase(low, w) for w in words) == when[name]
+        if ok:
+            out.append(i)
+    return out
 
 
 def _wide_spec(rules: int, items: int) -> dict[str, Any]:
