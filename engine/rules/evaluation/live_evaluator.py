@@ -206,6 +206,13 @@ class LiveEvaluator:
 
     def step(self, max_rows: int | None = None) -> StepResult:
         """Evaluate and commit the next batch of committed rows (possibly none)."""
+        while True:
+            try:
+                return self._step(max_rows)
+            except CursorMoved:
+                continue  # another evaluator stored past our cursor: again, from the store
+
+    def _step(self, max_rows: int | None) -> StepResult:
         if self._core is None:
             self._core = self._restore()
         core = self._core
@@ -224,9 +231,6 @@ class LiveEvaluator:
                 with immediate(conn):
                     self._check_cursor()
                     stored = self._write(batch)
-        except CursorMoved:
-            self._core = None
-            return self.step(max_rows)
         except BaseException:
             # In-memory state ran ahead of the store: rebuild it from the store next time.
             self._core = None
