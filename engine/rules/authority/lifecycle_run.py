@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from engine.config import HarnessConfig, load_config
+from engine.config import HarnessConfig, config_signature, load_config
 from engine.errors import HarnessError
 from engine.rules.authority.actions import ActionRunner
 from engine.rules.authority.enforcement import Authority
@@ -44,7 +44,7 @@ class ConfigWatch:
         self.path = config.source
         self.base = config
         self.good = config
-        self.stamp = _stamp(self.path)
+        self.stamp = config_signature(self.path)
         self.error: str | None = None
 
     @classmethod
@@ -58,7 +58,7 @@ class ConfigWatch:
         return watch
 
     def poll(self) -> HarnessConfig:
-        stamp = _stamp(self.path)
+        stamp = config_signature(self.path)
         if stamp != self.stamp:
             self.stamp = stamp
             try:
@@ -71,14 +71,6 @@ class ConfigWatch:
 
     def authority(self) -> Authority:
         return Authority.from_config(self.poll())
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def open_live(

@@ -208,12 +208,7 @@ def json_text(document: dict[str, Any], fires: Any, key: str = "fires") -> str:
     ``document[key]`` must be what ``[fire_json(f) for f in fires]`` gives
     (it is left out of the work: only its position in the key order counts).
     """
-    return escape_surrogates(_raw_text(document, fires, key))
-
-
-def _raw_text(document: dict[str, Any], fires: Any, key: str) -> str:
-    """:func:`json_text` before lone surrogates are escaped."""
-    return "".join(_pieces(document, fires, key))
+    return escape_surrogates("".join(_pieces(document, fires, key)))
 
 
 #: Fires per piece of :func:`_pieces` (about 400 KB of text).
@@ -221,7 +216,7 @@ _FIRES_PER_PIECE = 512
 
 
 def _pieces(document: dict[str, Any], fires: Any, key: str) -> Iterator[str]:
-    """The text of :func:`_raw_text` in pieces: each entry, fires a few hundred at a time."""
+    """:func:`json_text` in pieces, surrogates unescaped: each entry, fires by the hundred."""
     if not document:
         yield "{}"
         return
