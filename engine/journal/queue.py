@@ -20,7 +20,12 @@ admitted even when nothing else happens. A batch that fails to commit (the
 store locked, the disk full, an I/O error, a read-only remount) is put back
 at the head of the queue in its order and retried with backoff on a fresh
 connection; :attr:`JournalWriter.failure` says why meanwhile, and the writer
-resumes by itself when the cause goes. Only a store that is no store any more
+resumes by itself when the cause goes. That fresh connection never creates
+the store: a store missing while its disk is away is a failure to retry, not
+a new empty file to acknowledge rows into. :attr:`JournalWriter.reopened`
+counts those fresh connections, so a reader that opened the store before one
+knows to open it again: after a disk comes back, an old connection can go on
+reading the old file's cached pages without an error. Only a store that is no store any more
 (corrupt) stops the writer: :attr:`JournalWriter.error` is then set and the
 owner should exit so a supervisor restarts it.
 
@@ -179,6 +184,9 @@ class JournalWriter:
         self.batches = 0
         self.failures = 0
         self.withdrawn = 0
+        #: Connections the committer opened after a failure (see the module docstring).
+        self.reopened = 0
+        self._opened = False
         #: Called on the committer thread after each commit with the last seq stored.
         self.on_commit: list[Callable[[int], None]] = []
         # Open (and migrate) in the caller's thread so a bad store fails loudly here.
@@ -433,11 +441,15 @@ class JournalWriter:
 
     def _open(self) -> Committer:
         try:
-            conn = connect(self.store, check_same_thread=True)
+            conn = connect(self.store, create=False, check_same_thread=True)
         except InputError as exc:  # the store cannot be opened now: SQLite's error, or the OS's
             cause = exc.__context__
             raise cause if isinstance(cause, sqlite3.Error) else OSError(str(exc)) from None
         set_busy_timeout(conn, ATTEMPT_BUSY_MS)
+        if self._opened:
+            with self._lock:
+                self.reopened += 1
+        self._opened = True
         return Committer(conn, clock=self.clock, ticks=self.ticks)
 
     def _commit(self, committer: Committer, items: list[object], drops: int) -> None:

@@ -11,7 +11,9 @@
   evaluated. A store error (locked, full, read-only, I/O) makes it back off
   and rebuild on a new connection, not die.
 - Readers: one read-only connection per thread, dropped after a store error
-  and opened anew on the next read.
+  and opened anew on the next read, and after the writer reopened the store
+  (an old connection may read a remounted disk's old file without an error);
+  the evaluator reopens its connection then too.
 - A flusher thread copies serve's persisted counters into the store every
   second (``journal_counters``, ``serve_*``) for ``harness doctor``.
 - :attr:`ServeRuntime.fatal` names what serve cannot recover from (the store
@@ -74,6 +76,10 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
+class StoreReopened(Exception):
+    """The writer opened the store anew: the evaluator's connection may read the old file."""
+
+
 class ServeRuntime:
     """Writer + evaluator + readers + the use cases for one store. ``start``, then ``close``."""
 
@@ -95,6 +101,7 @@ class ServeRuntime:
         #: The rule files and harness.toml, followed: an edit reloads them (when given).
         self.followed = followed
         self._steps = 0  # evaluator steps taken (a step means the store reads)
+        self._evaluator_opened = 0  # the writer's ``reopened`` when the evaluator connected
         self.metrics = metrics
         self.writer = JournalWriter(store, capacity=queue_capacity)
         self.evaluate = evaluate
@@ -231,12 +238,23 @@ class ServeRuntime:
 
     # -- store reads ----------------------------------------------------------------
     def reader(self) -> sqlite3.Connection:
-        """This thread's read-only connection (opened once per thread)."""
-        conn = getattr(self._local, "conn", None)
+        """This thread's read-only connection, opened anew after the writer reopened the store.
+
+        A connection from before a store fault may go on reading the old file's
+        cached pages without an error once the disk is back (a remount): the
+        gate would miss every hold stored since. So a reader opened before the
+        committer's last reopen is closed, and the store opened again.
+        """
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is not None and local.opened != self.writer.reopened:
+            self.drop_reader()
+            conn = None
         if conn is None:
+            opened = self.writer.reopened
             conn = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True, isolation_level=None)
             conn.execute(f"PRAGMA busy_timeout = {READ_BUSY_MS}")
-            self._local.conn = conn
+            local.conn, local.opened = conn, opened
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
@@ -273,6 +291,8 @@ class ServeRuntime:
             try:
                 self._evaluate_once()
                 return
+            except StoreReopened:
+                continue
             except (sqlite3.Error, InputError) as exc:
                 if isinstance(exc, InputError) and not isinstance(exc.__context__, sqlite3.Error):
                     self.evaluator_error = exc  # not a store fault: nothing to wait for
@@ -295,7 +315,9 @@ class ServeRuntime:
         from engine.rules.authority.lease import SERVE, ruleset_digest
         from engine.rules.authority.lifecycle_run import open_live
 
-        conn = connect(self.store, check_same_thread=True)
+        opened = self.writer.reopened
+        conn = connect(self.store, create=False, check_same_thread=True)
+        self._evaluator_opened = opened
         try:
             lease = Lease(
                 conn,
@@ -327,6 +349,8 @@ class ServeRuntime:
                 conn.close()
 
     def _stepped(self, result: object) -> None:
+        if self._evaluator_opened != self.writer.reopened:
+            raise StoreReopened  # see reader(): this connection may read the old file
         self._steps += 1
         cursor = getattr(result, "cursor", None)
         if isinstance(cursor, int):
@@ -347,7 +371,7 @@ class ServeRuntime:
         if not deltas:
             return
         try:
-            conn = connect(self.store)
+            conn = connect(self.store, create=False)
             try:
                 with immediate(conn):
                     for name, delta in deltas.items():

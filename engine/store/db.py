@@ -101,6 +101,12 @@ def _no_store(target: Path, why: str = "") -> InputError:
     return _error(target, "no store here" + (f": {why}" if why else ""), "No store", hint)
 
 
+def _uri(target: Path, mode: str) -> str:
+    """An SQLite URI for ``target`` (a ``?`` or ``%`` in the path is quoted, not parsed)."""
+    text = str(target).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return f"file:{text}?mode={mode}"
+
+
 def connect(
     path: str | Path,
     *,
@@ -132,15 +138,18 @@ def connect(
     try:
         if readonly:
             conn = sqlite3.connect(
-                f"file:{target}?mode=ro",
+                _uri(target, "ro"),
                 uri=True,
                 isolation_level=None,
                 check_same_thread=check_same_thread,
             )
         else:
             ensure_parent(target)
+            # mode=rw: the file vanishing between the check above and this open
+            # (its disk unmounted) is an error, never a new empty store.
             conn = sqlite3.connect(
-                str(target),
+                str(target) if create else _uri(target, "rw"),
+                uri=not create,
                 isolation_level=None,
                 check_same_thread=check_same_thread,
                 factory=StoreConnection,

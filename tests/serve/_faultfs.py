@@ -106,7 +106,15 @@ class Ext4:
 
     def remount_fresh(self) -> None:
         """The disk is back: the same bytes, mounted anew at the same path."""
+        self.unmount()
+        self.mount_fresh()
+
+    def unmount(self) -> None:
+        """The disk is gone (lazily: open descriptors keep the old filesystem)."""
         _run("umount", "-l", str(self.where))
+
+    def mount_fresh(self) -> None:
+        """Mount a copy of the image at the same path (a copy: a fresh loop device)."""
         self.generation += 1
         copy = self.image.with_name(f"{self.image.name}.{self.generation}")
         shutil.copyfile(self.image, copy)

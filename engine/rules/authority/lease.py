@@ -23,6 +23,7 @@ watermark), like any backlog.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -352,4 +353,7 @@ def serve(
             if not getattr(result, "rows", 0):
                 stop.wait(poll_s if idle_wait is None else idle_wait())
     finally:
-        lease.release()
+        # A release that fails (the store faulted) must not hide why the loop
+        # ended; the lease then lapses by its TTL instead.
+        with contextlib.suppress(sqlite3.Error):
+            lease.release()
