@@ -147,7 +147,7 @@ class WatermarkGate:
             self.drop_reader()
             raise GateUnavailable(f"cannot read the evaluator's progress: {exc}") from None
         try:
-            return read_state(self.reader(), harness, run, holds=holds), late
+            return self._read(harness, run, holds), late
         except GateUnavailable as exc:
             # One more try: after a brief wait when the store was locked (a checkpoint
             # can lock briefly), else on a new connection (the old one may have met an
@@ -157,10 +157,17 @@ class WatermarkGate:
             else:
                 self.drop_reader()
             try:
-                return read_state(self.reader(), harness, run, holds=holds), late
+                return self._read(harness, run, holds), late
             except GateUnavailable:
                 self.drop_reader()
                 raise
+
+    def _read(self, harness: str, run: str | None, holds: bool) -> GateState:
+        try:
+            conn = self.reader()  # opening it can fail too (the disk is away)
+        except sqlite3.Error as exc:
+            raise GateUnavailable(f"cannot open the store to read holds: {exc}") from None
+        return read_state(conn, harness, run, holds=holds)
 
     def _wait(self, target: int) -> bool:
         if self.acting():

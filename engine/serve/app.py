@@ -32,6 +32,7 @@ import asyncio
 import hmac
 import json
 import os
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -102,6 +103,10 @@ def guard(
                 metrics.add("too_large")
             metrics.observe(endpoint, exc.status, time.perf_counter() - started)
             raise
+        except sqlite3.Error as exc:  # a store fault no use case caught: "not now", never a 500
+            metrics.add("store_unavailable")
+            metrics.observe(endpoint, 503, time.perf_counter() - started)
+            return _text(503, f"cannot use the store: {exc}", **{"Retry-After": str(RETRY_AFTER_S)})
         metrics.observe(endpoint, response.status, time.perf_counter() - started)
         return response
 

@@ -57,6 +57,40 @@ def test_store_error_is_503_with_reason_and_counted(tmp_path: Path) -> None:
     assert "2 gate answer(s) failed on a store error" in doctor.stdout + doctor.stderr
 
 
+def test_a_store_that_cannot_be_opened_is_503_never_500(tmp_path: Path) -> None:
+    """The gate's reader cannot open the store (its disk is away), then a raw store error."""
+    runtime = ServeRuntime(tmp_path / "j.db", HarnessConfig(), [], ServeMetrics(), evaluate=False)
+
+    def cannot_open() -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    runtime.hooks.gate.reader = cannot_open  # type: ignore[attr-defined]
+    runtime.start()
+
+    async def go() -> list[tuple[int, str, str | None]]:
+        app = build_app(runtime, token=None, max_body=65536)
+        out = []
+        async with TestClient(TestServer(app)) as client:
+            resp = await client.post("/hooks/claude-code?harness=g02", json=fixture("PreToolUse"))
+            out.append((resp.status, await resp.text(), resp.headers.get("Retry-After")))
+
+            def raw(*_: object, **__: object) -> object:
+                raise sqlite3.OperationalError("disk I/O error")
+
+            runtime.hooks.handle = raw  # type: ignore[method-assign]
+            resp = await client.post("/hooks/claude-code?harness=g02", json=fixture("PreToolUse"))
+            out.append((resp.status, await resp.text(), resp.headers.get("Retry-After")))
+        return out
+
+    try:
+        answers = asyncio.run(go())
+    finally:
+        runtime.close()
+    (status, text, _), (raw_status, raw_text, retry) = answers
+    assert status == 503 and "unable to open" in text
+    assert raw_status == 503 and "disk I/O error" in raw_text and retry
+
+
 def run_hook(
     env: dict[str, str], store: Path, payload: object, *extra: str
 ) -> subprocess.CompletedProcess[str]:
