@@ -36,11 +36,20 @@ ACK_TIMEOUT_S = 2.0
 
 
 class Watermark:
-    """The seq up to which serve's evaluator has evaluated, and a way to wait for it."""
+    """The seq up to which serve's evaluator has evaluated, a way to wait for it, and its pace.
+
+    Under load the evaluator, caught up, lingers a little before its next step
+    (:meth:`linger`) so rows gather into fewer, larger batches: each batch is a
+    transaction, and each of its commits also empties the journal writer's page
+    cache. A gate that starts waiting ends the linger at once, so read-your-writes
+    waits no longer than it did.
+    """
 
     def __init__(self) -> None:
         self.seq = 0
         self._cond = threading.Condition()
+        self._waiters = 0
+        self._wanted = threading.Event()
 
     def advance(self, seq: int) -> None:
         with self._cond:
@@ -51,7 +60,21 @@ class Watermark:
     def wait_for(self, target: int, timeout: float) -> bool:
         """Whether the watermark reached ``target`` within ``timeout`` seconds."""
         with self._cond:
-            return self._cond.wait_for(lambda: self.seq >= target, timeout)
+            if self.seq >= target:
+                return True
+            self._waiters += 1
+            self._wanted.set()
+            try:
+                return self._cond.wait_for(lambda: self.seq >= target, timeout)
+            finally:
+                self._waiters -= 1
+
+    def linger(self, seconds: float) -> None:
+        """Wait up to ``seconds``, or not at all while (or once) a gate waits for the watermark."""
+        if self._waiters:
+            return
+        self._wanted.wait(seconds)
+        self._wanted.clear()
 
 
 class WriterJournal:

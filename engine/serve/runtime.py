@@ -65,6 +65,13 @@ HOLDER_PREFIX = "serve@"
 WORKERS = 64
 #: The evaluator's back-off after a store error, seconds (doubles up to the second).
 EVAL_BACKOFF_S = (0.1, 2.0)
+#: How long the evaluator, caught up under load, lets rows gather before its next
+#: step unless a gate waits (:meth:`~engine.serve.adapters.Watermark.linger`).
+#: OTLP ingest, 60,000 records, four pairs against none: 46.5-54.0 µs of CPU a
+#: record instead of 51.8-61.7.
+EVAL_LINGER_S = 0.03
+#: Rows an evaluator step takes at most; a full step left a backlog, so the next starts at once.
+EVAL_BATCH = 500
 
 
 def _wall_ms() -> int:
@@ -332,7 +339,9 @@ class ServeRuntime:
                 if followed is not None and followed.changed.is_set() and followed.reload():
                     self.rules, self.config = followed.rules, followed.config
                     lease.set_ruleset(ruleset_digest(self.rules, self.config.rules))
-                evaluator, _policy = open_live(conn, self.rules, self.config, lease=lease)
+                evaluator, _policy = open_live(
+                    conn, self.rules, self.config, lease=lease, batch_size=EVAL_BATCH
+                )
                 self.evaluator_failure = None
                 return evaluator
 
@@ -343,6 +352,7 @@ class ServeRuntime:
                 on_step=self._stepped,
                 idle_wait=self._idle,
                 rebuild=followed.changed.is_set if followed is not None else None,
+                pace=self._pace,
             )
         finally:
             with contextlib.suppress(sqlite3.Error):
@@ -355,6 +365,11 @@ class ServeRuntime:
         cursor = getattr(result, "cursor", None)
         if isinstance(cursor, int):
             self.watermark.advance(cursor)
+
+    def _pace(self, result: object) -> None:
+        """After a step that caught up, let rows gather a moment (a waiting gate cuts it short)."""
+        if getattr(result, "rows", 0) < EVAL_BATCH:
+            self.watermark.linger(EVAL_LINGER_S)
 
     def _idle(self) -> float:
         """Wait for the next commit (or the poll interval) here; ``serve`` then waits 0 s."""

@@ -66,3 +66,44 @@ def test_a_moment_that_is_not_gated_reads_the_stop_as_it_is_without_waiting(
     started = time.monotonic()
     _state, late = gate.state("h1", "r", gated=False)
     assert late is False and time.monotonic() - started < 1.0
+
+
+def test_a_lingering_evaluator_steps_as_soon_as_a_gate_waits() -> None:
+    """The evaluator's linger under load never delays a gate: a waiter ends it at once."""
+    watermark = Watermark()
+    lingered: list[float] = []
+
+    def evaluator() -> None:
+        started = time.monotonic()
+        watermark.linger(30.0)
+        lingered.append(time.monotonic() - started)
+        watermark.advance(7)  # the step after the linger
+
+    thread = threading.Thread(target=evaluator)
+    thread.start()
+    time.sleep(0.1)
+    assert not lingered, "linger returned with nobody waiting"
+    assert watermark.wait_for(7, 30.0)
+    thread.join(5.0)
+    assert lingered and lingered[0] < 10.0
+
+    # A gate already waiting: the evaluator does not linger at all.
+    waiting = threading.Thread(target=watermark.wait_for, args=(8, 30.0))
+    waiting.start()
+    while not watermark._waiters:  # the registered waiter is the point
+        time.sleep(0.01)
+    started = time.monotonic()
+    watermark.linger(30.0)
+    assert time.monotonic() - started < 10.0
+    watermark.advance(8)
+    waiting.join(5.0)
+    assert not waiting.is_alive()
+
+
+def test_a_watermark_already_reached_registers_no_waiter() -> None:
+    watermark = Watermark()
+    watermark.advance(3)
+    assert watermark.wait_for(2, 0.0)
+    started = time.monotonic()
+    watermark.linger(0.2)  # nobody waits: the full linger
+    assert time.monotonic() - started >= 0.15

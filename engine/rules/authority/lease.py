@@ -320,6 +320,7 @@ def serve(
     on_step: Callable[[object], None] | None = None,
     idle_wait: Callable[[], float] | None = None,
     rebuild: Callable[[], bool] | None = None,
+    pace: Callable[[object], None] | None = None,
 ) -> None:
     """Evaluate while holding the lease; follow (evaluate nothing) while another holds it.
 
@@ -331,6 +332,8 @@ def serve(
     console backs off while its store stands still, so an idle console costs
     no CPU. ``rebuild()`` returning True (e.g. rule files were reloaded) makes
     the next step use a new evaluator from ``build``, without giving up the lease.
+    ``pace(result)`` runs after a step that evaluated rows, before the next
+    (serve lingers there under load so rows gather into larger batches).
     """
     evaluator: Stepper | None = None
     try:
@@ -352,6 +355,8 @@ def serve(
                 evaluator = None  # e.g. [memory.rules] disable changed: rebuild without them
             if not getattr(result, "rows", 0):
                 stop.wait(poll_s if idle_wait is None else idle_wait())
+            elif pace is not None:
+                pace(result)
     finally:
         # A release that fails (the store faulted) must not hide why the loop
         # ended; the lease then lapses by its TTL instead.
