@@ -25,9 +25,15 @@ the store: a store missing while its disk is away is a failure to retry, not
 a new empty file to acknowledge rows into. :attr:`JournalWriter.reopened`
 counts those fresh connections, so a reader that opened the store before one
 knows to open it again: after a disk comes back, an old connection can go on
-reading the old file's cached pages without an error. Only a store that is no store any more
-(corrupt) stops the writer: :attr:`JournalWriter.error` is then set and the
-owner should exit so a supervisor restarts it.
+reading the old file's cached pages without an error. For the same reason
+each commit checks, before its tickets are acknowledged, that the store's
+path still names the file it was written to: SQLite in WAL mode commits into
+a file that was removed or replaced (a backup restored over it) without a
+word, and rows acknowledged there would be lost. Such a batch is retried on
+the file now at the path, and fails (503) while there is none. Only a store
+that is no store any more (corrupt) stops the writer:
+:attr:`JournalWriter.error` is then set and the owner should exit so a
+supervisor restarts it.
 
 Counts: ``offered == queued + dropped`` exactly, and every queued row is in
 the end admitted, refused or withdrawn (a ticket answered "not stored").
@@ -36,6 +42,7 @@ the end admitted, refused or withdrawn (a ticket answered "not stored").
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -187,6 +194,8 @@ class JournalWriter:
         #: Connections the committer opened after a failure (see the module docstring).
         self.reopened = 0
         self._opened = False
+        #: (device, inode) of the file the committer's connection has open.
+        self._file: tuple[int, int] | None = None
         #: Called on the committer thread after each commit with the last seq stored.
         self.on_commit: list[Callable[[int], None]] = []
         # Open (and migrate) in the caller's thread so a bad store fails loudly here.
@@ -446,6 +455,10 @@ class JournalWriter:
             cause = exc.__context__
             raise cause if isinstance(cause, sqlite3.Error) else OSError(str(exc)) from None
         set_busy_timeout(conn, ATTEMPT_BUSY_MS)
+        self._file = _file_id(self.store)
+        if self._file is None:  # gone again between the open and now
+            conn.close()
+            raise StoreMoved("the store file was removed while serve opened it")
         if self._opened:
             with self._lock:
                 self.reopened += 1
@@ -469,6 +482,8 @@ class JournalWriter:
                 unchecked.append(item)
         refused += _check(committer, unchecked, good)
         result = committer.commit_checked(good, refused_count=refused, dropped=drops)
+        if _file_id(self.store) != self._file:
+            raise StoreMoved("the store file was removed or replaced while serve wrote to it")
         with self._lock:
             self.admitted += result.admitted
             self.refused += refused
@@ -516,6 +531,19 @@ class JournalWriter:
                 else:
                     kept.append(item)
             self._queue = kept
+
+
+class StoreMoved(OSError):
+    """The store's path no longer names the file the committer wrote (removed or replaced)."""
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, None when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,6 +1,7 @@
-"""Serve across a disk that goes away and comes back remounted (DESIGN "The gate's guarantees").
+"""Serve when its store's file goes away: a disk remounted, the file removed or replaced.
 
-Two ways the gate could be fooled, each seen on a real ext4 loop device:
+DESIGN "The gate's guarantees". Ways the gate could be fooled, the first two
+seen on a real ext4 loop device:
 
 - A read connection opened before the fault goes on reading the old file's
   cached pages, without an error, after the same bytes are mounted anew: the
@@ -8,13 +9,20 @@ Two ways the gate could be fooled, each seen on a real ext4 loop device:
 - A writer that opens the store anew while the disk is away would create an
   empty store in the bare mount point and acknowledge rows into it, rows
   hidden (lost) once the disk is mounted again.
+- SQLite in WAL mode commits into a store file that was removed, or replaced
+  by a restored backup, without an error: rows acknowledged then were in no
+  file at the store's path.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
+
+import pytest
 
 from engine.config_text import parse_config
 from engine.journal.errors import StoreUnavailable
@@ -120,3 +128,56 @@ def test_a_writer_never_creates_the_store_while_its_disk_is_away(tmp_path: Path)
             assert "Edit" in tools and "Read" in tools and "Write" not in tools
         finally:
             runtime.close()
+
+
+def stored_tools(store: Path) -> list[str]:
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in conn.execute("SELECT tool FROM rule_journal ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def remove_store(store: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store}{suffix}").unlink(missing_ok=True)
+
+
+def test_rows_go_to_the_file_at_the_store_path_never_to_a_removed_one(tmp_path: Path) -> None:
+    store = tmp_path / "journal.db"
+    runtime = runtime_on(tmp_path, store)
+    runtime.start()
+    try:
+        call(runtime, "Read")
+        backup = tmp_path / "backup.db"
+        with sqlite3.connect(store) as src, sqlite3.connect(backup) as dst:
+            src.backup(dst)
+        gate = runtime.hooks.gate
+        gate.state(HARNESS, None, gated=True)  # this thread's reader opens the first file
+
+        # A backup restored over the store, at once: rows after it are in the restored file.
+        restored = tmp_path / "restored.db"
+        shutil.copyfile(backup, restored)
+        remove_store(store)
+        os.replace(restored, store)
+        call(runtime, "Write")
+        assert stored_tools(store)[-1] == "Write"
+        assert runtime.writer.reopened >= 1
+
+        # The store removed: nothing is acknowledged until a store is back at the path.
+        remove_store(store)
+        with pytest.raises(StoreUnavailable):
+            call(runtime, "Gone", timeout=1.5)
+        assert not store.exists(), "serve made a new store"
+        assert runtime.writer.failure is not None
+        healthy, details = runtime.health()
+        assert not healthy and "cannot write the store" in str(details["writer"])
+
+        shutil.copyfile(backup, store)
+        call(runtime, "Edit")
+        tools = stored_tools(store)
+        assert "Edit" in tools and "Gone" not in tools
+        newest = runtime.reader().execute("SELECT tool FROM rule_journal ORDER BY seq DESC")
+        assert newest.fetchone()[0] == "Edit"  # this thread's reader left the first file
+    finally:
+        runtime.close()
