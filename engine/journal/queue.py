@@ -42,7 +42,6 @@ the end admitted, refused or withdrawn (a ticket answered "not stored").
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 import time
@@ -55,6 +54,7 @@ import engine.journal.schema  # noqa: F401  (hands the journal's tables to the s
 from engine.errors import InputError
 from engine.journal.errors import StoreUnavailable
 from engine.journal.rows import InsertRow
+from engine.journal.store_faults import StoreMoved, fault_reason, file_id, store_error_is_fatal
 from engine.journal.writer import MINUTE_MS, Clock, Committer, wall_clock_ms
 from engine.record import Record
 from engine.store.db import connect, set_busy_timeout
@@ -71,8 +71,6 @@ BACKOFF_S = (0.05, 1.0)
 #: is Python code; without these releases an offering thread could wait a whole
 #: interpreter switch interval (5 ms) for the GIL.
 _CHECK_CHUNK = 128
-#: SQLite messages of a store that retrying cannot fix.
-_FATAL = ("malformed", "not a database", "file is not a database")
 
 
 class WriterStats(Record):
@@ -259,7 +257,7 @@ class JournalWriter:
         ticket = Ticket(list(rows))
         with self._lock:
             if self._error is not None:
-                raise StoreUnavailable(f"journal writer stopped: {_reason(self._error)}")
+                raise StoreUnavailable(f"journal writer stopped: {fault_reason(self._error)}")
             if self._closing:
                 raise StoreUnavailable("serve is shutting down")
             if self._size + len(ticket.rows) > self.capacity:
@@ -443,7 +441,7 @@ class JournalWriter:
         except BaseException as exc:  # the thread must not die silently
             with self._lock:
                 self._error = exc
-            self._fail_queued(f"journal writer stopped: {_reason(exc)}")
+            self._fail_queued(f"journal writer stopped: {fault_reason(exc)}")
         finally:
             if committer is not None:
                 committer.conn.close()
@@ -455,7 +453,7 @@ class JournalWriter:
             cause = exc.__context__
             raise cause if isinstance(cause, sqlite3.Error) else OSError(str(exc)) from None
         set_busy_timeout(conn, ATTEMPT_BUSY_MS)
-        self._file = _file_id(self.store)
+        self._file = file_id(self.store)
         if self._file is None:  # gone again between the open and now
             conn.close()
             raise StoreMoved("the store file was removed while serve opened it")
@@ -482,7 +480,7 @@ class JournalWriter:
                 unchecked.append(item)
         refused += _check(committer, unchecked, good)
         result = committer.commit_checked(good, refused_count=refused, dropped=drops)
-        if _file_id(self.store) != self._file:
+        if file_id(self.store) != self._file:
             raise StoreMoved("the store file was removed or replaced while serve wrote to it")
         with self._lock:
             self.admitted += result.admitted
@@ -505,7 +503,7 @@ class JournalWriter:
         """Count the failure, keep the batch for the next attempt, drop the connection."""
         with self._lock:
             self.failures += 1
-            self._failure = f"cannot write the store: {_reason(exc)}"
+            self._failure = f"cannot write the store: {fault_reason(exc)}"
         self._put_back(items, drops)
         if committer is not None:
             with contextlib.suppress(sqlite3.Error):
@@ -531,39 +529,6 @@ class JournalWriter:
                 else:
                     kept.append(item)
             self._queue = kept
-
-
-class StoreMoved(OSError):
-    """The store's path no longer names the file the committer wrote (removed or replaced)."""
-
-
-def _file_id(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file at ``path``, None when there is none."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _reason(exc: BaseException) -> str:
-    """A store error's message (SQLite's and the OS's texts name no agent data)."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-def store_error_is_fatal(exc: BaseException) -> bool:
-    """A store that is no store any more (corrupt): retrying cannot help, a restart may.
-
-    Locked, busy, full, read-only and I/O errors are not: they pass. An
-    :class:`~engine.errors.InputError` from :func:`~engine.store.db.connect`
-    is judged by the SQLite error it translated.
-    """
-    if isinstance(exc, InputError) and isinstance(exc.__context__, sqlite3.Error):
-        exc = exc.__context__
-    text = str(exc).lower()
-    return isinstance(exc, sqlite3.DatabaseError) and any(word in text for word in _FATAL)
 
 
 def _check(committer: Committer, rows: list[object], good: list[InsertRow]) -> int:

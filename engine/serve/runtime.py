@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import HarnessConfig
 from engine.errors import InputError
-from engine.journal.queue import JournalWriter, store_error_is_fatal
+from engine.journal.queue import JournalWriter
+from engine.journal.store_faults import store_error_is_fatal
 from engine.journal.writer import add_counter
 from engine.rules.authority.lease import Lease, serve
 from engine.serve.adapters import (

@@ -18,8 +18,9 @@ import pytest
 
 from engine.errors import InputError
 from engine.journal.errors import StoreUnavailable
-from engine.journal.queue import JournalWriter, Ticket, store_error_is_fatal
+from engine.journal.queue import JournalWriter, Ticket
 from engine.journal.rows import row_from_mapping
+from engine.journal.store_faults import store_error_is_fatal
 from engine.store.db import connect
 
 #: A bound that only a hang exceeds (the attempt's busy timeout is 1 s).
