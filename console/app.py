@@ -35,7 +35,14 @@ from console.keys import (
 from console.layout import PANE_BY_ID as PANE_BY_ID
 from console.layout import PANE_KEYS as PANE_KEYS
 from console.layout import PANES as PANES
-from console.messages import Backlog, OpenBacktest, OpenExplain, ShowError, ShowPane
+from console.messages import (
+    Backlog,
+    EvaluatorFault,
+    OpenBacktest,
+    OpenExplain,
+    ShowError,
+    ShowPane,
+)
 from console.panes.backtest import BacktestPane
 from console.panes.base import about
 from console.panes.decide import DecidePane
@@ -74,7 +81,8 @@ class HarnessConsole(App[int]):
 
     Messages: :class:`~console.messages.OpenExplain`,
     :class:`~console.messages.OpenBacktest`, :class:`~console.messages.ShowPane`
-    route between panes; :class:`~console.messages.Backlog` and
+    route between panes; :class:`~console.messages.Backlog`,
+    :class:`~console.messages.EvaluatorFault` and
     :class:`~console.messages.ShowError` come from workers;
     :class:`~console.reload.FilesChanged` from the file watcher.
     """
@@ -109,6 +117,8 @@ class HarnessConsole(App[int]):
         self._stop = threading.Event()
         #: Set when rule files or harness.toml changed: the acting evaluator reloads.
         self._eval_reload = threading.Event()
+        #: The store error the acting evaluator is waiting out, if any (said once, not per retry).
+        self._eval_fault: str | None = None
         self._watch_stop = asyncio.Event()
         self.config_error = ""
         #: Panes shown before the current one, for Esc (newest last).
@@ -189,6 +199,9 @@ class HarnessConsole(App[int]):
     def _backlog(self, cursor: int, head: int) -> None:
         self.post_message(Backlog(cursor, head))
 
+    def _evaluator_fault(self, why: str | None) -> None:
+        self.post_message(EvaluatorFault(why))
+
     @work(thread=True, exclusive=True, group="evaluator")
     def _evaluate(self) -> None:
         """Act when this console holds the store lease (only with --act), else follow."""
@@ -201,6 +214,7 @@ class HarnessConsole(App[int]):
                 self._stop,
                 reload=self._eval_reload,
                 on_progress=self._backlog,
+                on_fault=self._evaluator_fault,
             )
         except HarnessError as exc:
             self.post_message(ShowError(f"Evaluator stopped: {exc.title}", str(exc)))
@@ -390,6 +404,22 @@ class HarnessConsole(App[int]):
             pane.show_backlog(message.cursor, message.head)
         for fires in self.base.query(FiresPane):
             fires.poke()
+
+    def on_evaluator_fault(self, message: EvaluatorFault) -> None:
+        """Say once that the evaluator waits out a store error, and again when it works."""
+        if message.why is None:
+            if self._eval_fault is not None:
+                self.notify("evaluating again", title="Evaluator resumed", timeout=5)
+            self._eval_fault = None
+            return
+        if message.why != self._eval_fault:
+            self.notify(
+                f"{message.why}\n(retrying; the rows wait in the journal, nothing is lost)",
+                title="Evaluator paused: store error",
+                severity="error",
+                timeout=10,
+            )
+        self._eval_fault = message.why
 
     def on_show_error(self, message: ShowError) -> None:
         self.notify(message.message, title=message.title, severity="error", timeout=8)

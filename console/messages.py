@@ -30,6 +30,13 @@ class ShowError(Message):
 
 
 @dataclass
+class EvaluatorFault(Message):
+    """The acting evaluator met a store error and retries (``why``), or works again (None)."""
+
+    why: str | None
+
+
+@dataclass
 class Backlog(Message):
     """The embedded evaluator's position: journal rows evaluated up to ``cursor`` of ``head``."""
 

@@ -10,7 +10,9 @@ console runs none of this: it only watches. The simulated fleet lives in
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -18,9 +20,11 @@ from pathlib import Path
 from typing import cast
 
 from engine.config import HarnessConfig
+from engine.errors import InputError
+from engine.journal.store_faults import store_error_is_fatal
 from engine.rules.authority.lease import CONSOLE, Lease, Stepper, ruleset_digest, serve
 from engine.rules.language.model import CompiledRule
-from engine.store.db import connect
+from engine.store.db import connect, store_fault
 from engine.views.changes import Backoff, file_stamp
 from engine.views.demo import DEMO_DAY as DEMO_DAY
 from engine.views.demo import DEMO_ENFORCE as DEMO_ENFORCE
@@ -107,6 +111,10 @@ class ActingRules:
         self.digest = ruleset_digest(self.loaded.rules, config.rules)
 
 
+#: The acting evaluator's wait after a store error, seconds (doubles up to the second).
+FAULT_BACKOFF_S = (0.2, 5.0)
+
+
 def run_evaluator(
     store: Path,
     config: HarnessConfig | Callable[[], HarnessConfig],
@@ -116,6 +124,7 @@ def run_evaluator(
     reload: threading.Event | None = None,
     on_step: Callable[[object], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    on_fault: Callable[[str | None], None] | None = None,
     poll_s: float = 0.05,
     idle_s: float = EVAL_IDLE_S,
 ) -> None:
@@ -134,14 +143,62 @@ def run_evaluator(
     After a step with no rows the wait doubles from ``poll_s`` up to ``idle_s``
     (one look, a stat, per ``idle_s`` on a static store) and drops back to
     ``poll_s`` as soon as a step evaluates rows.
+
+    A store error (locked past the busy timeout, full, read-only, I/O) does not
+    end it: ``on_fault(why)`` says so, and it starts again on a new connection
+    after a back-off, until a step works (``on_fault(None)``). Only a store a
+    new connection also finds corrupt ends it, as the InputError naming it.
     """
+    current = config if callable(config) else (lambda: config)
+    acting = ActingRules(current(), policy_dir)
+    faulted = False
+    pause = FAULT_BACKOFF_S[0]
+    corrupt = 0  # attempts in a row that found the store corrupt
+
+    def stepped(result: object) -> None:
+        nonlocal faulted, pause, corrupt
+        if faulted:
+            faulted, pause, corrupt = False, FAULT_BACKOFF_S[0], 0
+            if on_fault is not None:
+                on_fault(None)
+        if on_step is not None:
+            on_step(result)
+
+    while not stop.is_set():
+        try:
+            _act(store, current, acting, stop, reload, stepped, on_progress, (poll_s, idle_s))
+            return
+        except (sqlite3.Error, InputError) as exc:
+            cause = exc.__context__ if isinstance(exc, InputError) else exc
+            if not isinstance(cause, sqlite3.DatabaseError):
+                raise  # not the store's fault (no store there, a bad path): nothing to wait for
+            corrupt = corrupt + 1 if store_error_is_fatal(cause) else 0
+            if corrupt >= 2:
+                raise store_fault(cause, store) from None
+            faulted = True
+            if on_fault is not None:
+                on_fault(str(cause))
+            stop.wait(pause)
+            pause = min(pause * 2, FAULT_BACKOFF_S[1])
+
+
+def _act(
+    store: Path,
+    current: Callable[[], HarnessConfig],
+    acting: ActingRules,
+    stop: threading.Event,
+    reload: threading.Event | None,
+    on_step: Callable[[object], None],
+    on_progress: Callable[[int, int], None] | None,
+    waits: tuple[float, float],
+) -> None:
+    """One connection's worth of :func:`run_evaluator`: a store error ends it (and the lease)."""
     from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
     from engine.rules.authority.lifecycle_run import open_live
 
-    current = config if callable(config) else (lambda: config)
-    acting = ActingRules(current(), policy_dir)
+    poll_s, idle_s = waits
     miners = MinerSchedule(check_miner_names(acting.config.rule_miners, str(acting.config.source)))
-    conn = connect(store, check_same_thread=False)
+    conn = connect(store, create=False, check_same_thread=False)
     try:
         lease = Lease(conn, role=CONSOLE, ruleset=acting.digest)
         pace = Backoff(poll_s, max(poll_s, idle_s))
@@ -162,8 +219,7 @@ def run_evaluator(
                 if on_progress is not None:
                     head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM rule_journal")
                     on_progress(int(getattr(result, "cursor", 0)), int(head.fetchone()[0]))
-            if on_step is not None:
-                on_step(result)
+            on_step(result)
 
         serve(
             lease,
@@ -175,4 +231,5 @@ def run_evaluator(
             rebuild=reload.is_set if reload is not None else None,
         )
     finally:
-        conn.close()
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
