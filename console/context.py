@@ -9,11 +9,12 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import HarnessConfig
-from engine.views.session import ConsoleOptions, open_store
+from engine.views.session import ConsoleOptions, open_store, store_session
 
 
 def _wall_ms() -> int:
@@ -68,3 +69,7 @@ class ConsoleContext:
     def connect(self) -> sqlite3.Connection:
         """A fresh connection for the calling worker thread (sqlite3 objects are per thread)."""
         return open_store(self.store_path)
+
+    def session(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A fresh connection for one worker's work, closed after; store errors as HarnessError."""
+        return store_session(self.store_path)

@@ -315,8 +315,7 @@ class BacktestPane(StorePane[None]):
         cancel: threading.Event,
     ) -> None:
         try:
-            conn = self.context.connect()
-            try:
+            with self.context.session() as conn:
                 run = run_candidate(
                     conn,
                     candidate,
@@ -327,8 +326,6 @@ class BacktestPane(StorePane[None]):
                     progress=cast(ProgressFn, lambda p: self.post_message(self.Advanced(p))),
                     cancel=cancel,
                 )
-            finally:
-                conn.close()
         except HarnessError as exc:
             self.post_message(self.Finished(None, f"{exc.title}: {exc}"))
             return

@@ -223,11 +223,8 @@ class StorePane(Vertical, Generic[T]):
         should return something other than ``None`` when the caller must tell.
         """
         try:
-            conn = self.context.connect()
-            try:
+            with self.context.session() as conn:
                 return read(conn)
-            finally:
-                conn.close()
-        except HarnessError as exc:
+        except HarnessError as exc:  # a store error included (see ConsoleContext.session)
             self.report(exc)
             return None

@@ -290,6 +290,8 @@ class FiresPane(StorePane[None]):
                 self.has_newer = True
             self.window = merged
             self._render_window(len(rows))
+        except (sqlite3.Error, OSError) as exc:  # shown; the next key reads again
+            self.query_one("#fires-status", Static).update(f"store not readable: {exc}")
         finally:
             self._loading = False
 
@@ -311,6 +313,8 @@ class FiresPane(StorePane[None]):
             self.window = merged[drop:]
             self.has_older = self.has_older or drop > 0
             self._render_window(cursor - drop)
+        except (sqlite3.Error, OSError) as exc:  # shown; the next key reads again
+            self.query_one("#fires-status", Static).update(f"store not readable: {exc}")
         finally:
             self._loading = False
 

@@ -160,8 +160,7 @@ class PromotionScreen(ModalScreen[None]):
         config = self.context.current_config
         granted = self.context.granted_config
         try:
-            conn = self.context.connect()
-            try:
+            with self.context.session() as conn:
                 header = promotion_header(conn, self.rule, config, granted=granted)
                 self.post_message(self.Header(header))
                 report = simulate_enforced(
@@ -171,8 +170,6 @@ class PromotionScreen(ModalScreen[None]):
                     progress=self._advance,
                     cancel=cancel,
                 )
-            finally:
-                conn.close()
         except HarnessError as exc:
             self.post_message(self.Done(None, f"{exc.title}: {exc}"))
             return

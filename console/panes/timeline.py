@@ -162,8 +162,7 @@ class TimelinePane(Vertical):
     @work(thread=True, exclusive=True, group="timeline")
     def _load(self, zoom: str, columns: int, end_ms: int | None, seen: tuple[int, ...]) -> None:
         try:
-            conn = self.context.connect()
-            try:
+            with self.context.session() as conn:
                 signature = tuple(
                     int(v or 0)
                     for v in conn.execute(
@@ -175,8 +174,6 @@ class TimelinePane(Vertical):
                 if seen and signature[:3] == seen[:3] and signature[3] == seen[3]:
                     return
                 timeline = build_timeline(conn, zoom=zoom, columns=columns, end_ms=end_ms)
-            finally:
-                conn.close()
         except HarnessError as exc:
             self.post_message(ShowError(exc.title, str(exc)))
             return

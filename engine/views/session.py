@@ -6,11 +6,13 @@ Resolved before the screen opens so that a bad flag or a malformed
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import glob
 import os
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,6 +140,31 @@ def open_store(path: Path) -> sqlite3.Connection:
 
     register_full_schema()
     return connect(path, check_same_thread=False)
+
+
+def store_error(exc: sqlite3.DatabaseError, path: Path) -> InputError:
+    """A store error met mid-read, as the message naming the store the console shows."""
+    from engine.store.db import store_fault
+
+    return store_fault(exc, path)
+
+
+@contextlib.contextmanager
+def store_session(path: Path) -> Iterator[sqlite3.Connection]:
+    """:func:`open_store` for one worker's work, closed after it.
+
+    A store error met on the way (an I/O error, a corrupt page, a lock held
+    past the busy timeout) leaves as the InputError naming the store, which a
+    console worker shows; a raw ``sqlite3`` error would end the console.
+    """
+    conn = open_store(path)
+    try:
+        yield conn
+    except sqlite3.DatabaseError as exc:
+        raise store_error(exc, path) from None
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
 
 
 def classify_change(options: ConsoleOptions, path: Path) -> set[str]:

@@ -1,10 +1,11 @@
-"""A console acting on a store rides out the store's faults (a crash of the console is a bug).
+"""A console rides out its store's faults (a crash of the console is a bug).
 
-Before, a store error in the acting evaluator's worker (a disk I/O error, a
-lock held past the busy timeout) ended the whole console with a traceback
-(Textual's ``WorkerFailed``). Now the evaluator says once that it is paused
-and why, retries on a new connection, says when it works again, and only a
-store found corrupt twice stops it, with the console still running.
+Before, a store error in a worker (the acting evaluator's, or a pane's read:
+a disk I/O error, a lock held past the busy timeout, a corrupt page) ended the
+whole console with a traceback (Textual's ``WorkerFailed``). Now the
+evaluator says once that it is paused and why, retries on a new connection,
+says when it works again, and only a store found corrupt twice stops it; a
+pane shows the error naming the store and reads again on its next refresh.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import pytest
 
 import engine.rules.authority.lifecycle_run as lifecycle_run
 from console.app import HarnessConsole
+from console.panes.fleet import FleetPane
+from engine.errors import HarnessError
+from engine.views.session import store_session
 from tests.console.conftest import until
 from tests.console.test_acting import _app, _fires, _unevaluated_store
 
@@ -90,3 +94,37 @@ async def test_a_corrupt_store_stops_the_evaluator_not_the_console(
         assert app.is_running
         assert steps[0] == 2  # corrupt on two connections in a row: no more attempts
         assert _fires(store) == 0
+
+
+async def test_a_store_error_in_a_pane_read_is_shown_and_the_pane_reads_again(
+    tmp_path: Path, policy_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = FleetPane.read
+    reads = [0]
+
+    def read(self: FleetPane, conn: sqlite3.Connection) -> Any:
+        reads[0] += 1
+        if reads[0] == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(self, conn)
+
+    monkeypatch.setattr(FleetPane, "read", read)
+    store, _rows = _unevaluated_store(tmp_path)
+    app = _app(store, policy_dir, act=False)
+    titles = said(app, monkeypatch)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: "Bad store" in titles)
+        await pilot.press("r")  # read again: the store answers now
+        await until(pilot, lambda: reads[0] >= 2)
+        assert app.is_running
+        assert [t for t in titles if t == "Bad store"] == ["Bad store"]
+
+
+def test_a_store_session_turns_a_store_error_into_one_naming_the_store(tmp_path: Path) -> None:
+    store, _rows = _unevaluated_store(tmp_path)
+    with pytest.raises(HarnessError) as caught, store_session(store) as conn:
+        conn.execute("SELECT 1")
+        raise sqlite3.OperationalError("disk I/O error")
+    assert str(store) in str(caught.value) and "disk I/O error" in str(caught.value)
+    with pytest.raises(ZeroDivisionError), store_session(store):
+        raise ZeroDivisionError  # not the store's: passes through untouched
