@@ -23,6 +23,7 @@ from engine.errors import HarnessError
 from engine.views.session import store_session
 from tests.console.conftest import until
 from tests.console.test_acting import _app, _fires, _unevaluated_store
+from tests.serve._faultfs import ext4_loop
 
 
 def failing_steps(monkeypatch: pytest.MonkeyPatch, error: sqlite3.Error, times: int) -> list[int]:
@@ -128,3 +129,21 @@ def test_a_store_session_turns_a_store_error_into_one_naming_the_store(tmp_path:
     assert str(store) in str(caught.value) and "disk I/O error" in str(caught.value)
     with pytest.raises(ZeroDivisionError), store_session(store):
         raise ZeroDivisionError  # not the store's: passes through untouched
+
+
+async def test_an_acting_console_rides_out_a_disk_that_goes_and_comes_back(
+    tmp_path: Path, policy_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real fault: the store's ext4 disk answers EIO, then the same bytes are mounted anew."""
+    with ext4_loop(tmp_path) as fs:
+        store, _rows = _unevaluated_store(fs.where)
+        app = _app(store, policy_dir, act=True)
+        titles = said(app, monkeypatch)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: _fires(store) > 0)
+            fs.shutdown()
+            await until(pilot, lambda: "Evaluator paused: store error" in titles)
+            fs.remount_fresh()
+            await until(pilot, lambda: "Evaluator resumed" in titles)
+            assert app.is_running
+            assert _fires(store) > 0  # the store at the path, read anew
