@@ -16,10 +16,12 @@ seen on a real ext4 loop device:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,14 +38,21 @@ from tests.serve.conftest import CONFIG, HOLD_RULE
 HARNESS = "remount01"
 
 
-def runtime_on(tmp_path: Path, store: Path) -> ServeRuntime:
+@contextlib.contextmanager
+def running(tmp_path: Path, store: Path) -> Iterator[ServeRuntime]:
+    """Serve's runtime on ``store`` with the hold rule enforced, started, closed after."""
     policy = tmp_path / "policy"
     policy.mkdir()
     (policy / "serve_test_hold.yml").write_text(HOLD_RULE)
     config = parse_config(CONFIG)
     loaded = load_rules([(policy, "policy")], config.rules)
     assert not loaded.errors, loaded.errors
-    return ServeRuntime(store, config, loaded.rules, ServeMetrics())
+    runtime = ServeRuntime(store, config, loaded.rules, ServeMetrics())
+    runtime.start()
+    try:
+        yield runtime
+    finally:
+        runtime.close()
 
 
 def call(runtime: ServeRuntime, tool: str, timeout: float = 20.0) -> None:
@@ -79,9 +88,7 @@ def wait_stored_hold(store: Path, timeout: float = 10.0) -> None:
 def test_the_gate_sees_a_hold_stored_after_the_disk_came_back(tmp_path: Path) -> None:
     with ext4_loop(tmp_path) as fs:
         store = fs.where / "journal.db"
-        runtime = runtime_on(tmp_path, store)
-        runtime.start()
-        try:
+        with running(tmp_path, store) as runtime:
             call(runtime, "Read")
             gate = runtime.hooks.gate
             before, _ = gate.state(HARNESS, None, gated=True)  # this thread's reader opens
@@ -95,16 +102,12 @@ def test_the_gate_sees_a_hold_stored_after_the_disk_came_back(tmp_path: Path) ->
             after, _ = gate.state(HARNESS, None, gated=True)
             assert [h.rule for h in after.holds] == ["serve_test_hold"]
             assert runtime.writer.reopened >= 1
-        finally:
-            runtime.close()
 
 
 def test_a_writer_never_creates_the_store_while_its_disk_is_away(tmp_path: Path) -> None:
     with ext4_loop(tmp_path) as fs:
         store = fs.where / "journal.db"
-        runtime = runtime_on(tmp_path, store)
-        runtime.start()
-        try:
+        with running(tmp_path, store) as runtime:
             call(runtime, "Read")
             fs.shutdown()
             fs.unmount()
@@ -126,8 +129,6 @@ def test_a_writer_never_creates_the_store_while_its_disk_is_away(tmp_path: Path)
             finally:
                 conn.close()
             assert "Edit" in tools and "Read" in tools and "Write" not in tools
-        finally:
-            runtime.close()
 
 
 def stored_tools(store: Path) -> list[str]:
@@ -145,9 +146,7 @@ def remove_store(store: Path) -> None:
 
 def test_rows_go_to_the_file_at_the_store_path_never_to_a_removed_one(tmp_path: Path) -> None:
     store = tmp_path / "journal.db"
-    runtime = runtime_on(tmp_path, store)
-    runtime.start()
-    try:
+    with running(tmp_path, store) as runtime:
         call(runtime, "Read")
         backup = tmp_path / "backup.db"
         with sqlite3.connect(store) as src, sqlite3.connect(backup) as dst:
@@ -179,5 +178,3 @@ def test_rows_go_to_the_file_at_the_store_path_never_to_a_removed_one(tmp_path: 
         assert "Edit" in tools and "Gone" not in tools
         newest = runtime.reader().execute("SELECT tool FROM rule_journal ORDER BY seq DESC")
         assert newest.fetchone()[0] == "Edit"  # this thread's reader left the first file
-    finally:
-        runtime.close()
