@@ -37,11 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.config import HarnessConfig
-from engine.errors import InputError
 from engine.journal.queue import JournalWriter
-from engine.journal.store_faults import store_error_is_fatal
 from engine.journal.writer import add_counter
 from engine.rules.authority.lease import Lease, serve
+from engine.rules.authority.recovery import FaultRide, Reconnect
 from engine.serve.adapters import (
     ServeRecall,
     Watermark,
@@ -84,10 +83,6 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-class StoreReopened(Exception):
-    """The writer opened the store anew: the evaluator's connection may read the old file."""
-
-
 class ServeRuntime:
     """Writer + evaluator + readers + the use cases for one store. ``start``, then ``close``."""
 
@@ -108,7 +103,6 @@ class ServeRuntime:
         #: Where the rules came from; watched when given (an edit reloads them).
         #: The rule files and harness.toml, followed: an edit reloads them (when given).
         self.followed = followed
-        self._steps = 0  # evaluator steps taken (a step means the store reads)
         self._evaluator_opened = 0  # the writer's ``reopened`` when the evaluator connected
         self.metrics = metrics
         self.writer = JournalWriter(store, capacity=queue_capacity)
@@ -119,6 +113,7 @@ class ServeRuntime:
         self.evaluator_failure: str | None = None
         self.watermark = Watermark()
         self._stop = threading.Event()
+        self._ride = FaultRide(self._stop)  # replaced when the evaluator thread starts
         self._wake = threading.Event()
         self.writer.on_commit.append(lambda _seq: self._wake.set())
         self._threads: list[threading.Thread] = []
@@ -291,33 +286,21 @@ class ServeRuntime:
 
     # -- threads -------------------------------------------------------------
     def _evaluate(self) -> None:
-        """Act while holding the lease; back off and rebuild on a store error."""
-        pause = EVAL_BACKOFF_S[0]
-        corrupt = 0  # attempts in a row that found the store corrupt, none evaluating a row
-        while not self._stop.is_set():
-            steps = self._steps
-            try:
-                self._evaluate_once()
-                return
-            except StoreReopened:
-                continue
-            except (sqlite3.Error, InputError) as exc:
-                if isinstance(exc, InputError) and not isinstance(exc.__context__, sqlite3.Error):
-                    self.evaluator_error = exc  # not a store fault: nothing to wait for
-                    return
-                # A connection that met an I/O error may call the store malformed:
-                # corrupt only when a new connection finds it so too.
-                fatal = store_error_is_fatal(exc)
-                corrupt = corrupt + 1 if fatal and self._steps == steps else int(fatal)
-                if corrupt >= 2:
-                    self.evaluator_error = exc
-                    return
-                self.evaluator_failure = f"{exc}"
-                self._stop.wait(pause)
-                pause = min(pause * 2, EVAL_BACKOFF_S[1])
-            except BaseException as exc:  # surfaced by /healthz and ends serve
-                self.evaluator_error = exc
-                return
+        """Act while holding the lease; ride out store errors on new connections."""
+
+        def failing(why: str) -> None:
+            self.evaluator_failure = why
+
+        def recovered() -> None:
+            self.evaluator_failure = None
+
+        self._ride = FaultRide(
+            self._stop, on_fault=failing, on_recovered=recovered, backoff_s=EVAL_BACKOFF_S
+        )
+        try:
+            self._ride.run(self._evaluate_once)
+        except BaseException as exc:  # corrupt, or not the store's: /healthz says so, serve ends
+            self.evaluator_error = exc
 
     def _evaluate_once(self) -> None:
         from engine.rules.authority.lease import SERVE, ruleset_digest
@@ -343,7 +326,7 @@ class ServeRuntime:
                 evaluator, _policy = open_live(
                     conn, self.rules, self.config, lease=lease, batch_size=EVAL_BATCH
                 )
-                self.evaluator_failure = None
+                self._ride.working()
                 return evaluator
 
             serve(
@@ -361,8 +344,7 @@ class ServeRuntime:
 
     def _stepped(self, result: object) -> None:
         if self._evaluator_opened != self.writer.reopened:
-            raise StoreReopened  # see reader(): this connection may read the old file
-        self._steps += 1
+            raise Reconnect  # the writer opened the store anew: this one may read the old file
         cursor = getattr(result, "cursor", None)
         if isinstance(cursor, int):
             self.watermark.advance(cursor)

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import cast
 
 from engine.config import HarnessConfig
-from engine.errors import InputError
-from engine.journal.store_faults import store_error_is_fatal
 from engine.rules.authority.lease import CONSOLE, Lease, Stepper, ruleset_digest, serve
+from engine.rules.authority.recovery import FaultRide
 from engine.rules.language.model import CompiledRule
 from engine.store.db import connect, store_fault
 from engine.views.changes import Backoff, file_stamp
@@ -151,35 +150,26 @@ def run_evaluator(
     """
     current = config if callable(config) else (lambda: config)
     acting = ActingRules(current(), policy_dir)
-    faulted = False
-    pause = FAULT_BACKOFF_S[0]
-    corrupt = 0  # attempts in a row that found the store corrupt
+    ride = FaultRide(
+        stop,
+        on_fault=on_fault,
+        on_recovered=(lambda: on_fault(None)) if on_fault is not None else None,
+        backoff_s=FAULT_BACKOFF_S,
+    )
 
     def stepped(result: object) -> None:
-        nonlocal faulted, pause, corrupt
-        if faulted:
-            faulted, pause, corrupt = False, FAULT_BACKOFF_S[0], 0
-            if on_fault is not None:
-                on_fault(None)
+        ride.working()
         if on_step is not None:
             on_step(result)
 
-    while not stop.is_set():
-        try:
-            _act(store, current, acting, stop, reload, stepped, on_progress, (poll_s, idle_s))
-            return
-        except (sqlite3.Error, InputError) as exc:
-            cause = exc.__context__ if isinstance(exc, InputError) else exc
-            if not isinstance(cause, sqlite3.DatabaseError):
-                raise  # not the store's fault (no store there, a bad path): nothing to wait for
-            corrupt = corrupt + 1 if store_error_is_fatal(cause) else 0
-            if corrupt >= 2:
-                raise store_fault(cause, store) from None
-            faulted = True
-            if on_fault is not None:
-                on_fault(str(cause))
-            stop.wait(pause)
-            pause = min(pause * 2, FAULT_BACKOFF_S[1])
+    try:
+        ride.run(
+            lambda: _act(
+                store, current, acting, stop, reload, stepped, on_progress, (poll_s, idle_s)
+            )
+        )
+    except sqlite3.DatabaseError as exc:  # corrupt on two connections in a row
+        raise store_fault(exc, store) from None
 
 
 def _act(
