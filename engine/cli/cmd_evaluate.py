@@ -45,75 +45,150 @@ def _fire_line(fire: Any, as_json: bool) -> str:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from engine.config import resolve_store
-    from engine.rules.authority.lease import EVALUATE, Lease, current_lease, ruleset_digest, serve
-    from engine.rules.language.model import LoadResult
-    from engine.rules.language.sources import FollowedRules
-    from engine.store.db import connect
+    run = _Evaluation(args)
+    if args.follow:
+        run.follow()
+        return EXIT_OK
+    _report(run.once(), as_json=args.json)
+    return EXIT_OK
 
-    open_live = _open_live()
 
-    from engine.policy.schedule import MinerSchedule, check_miner_names, mine_if_due
+class _Evaluation:
+    """One ``harness evaluate``: its rules, its connection and lease, and what it evaluated.
 
-    config, rules = _load(args)
-    followed = FollowedRules(config, LoadResult(tuple(rules), (), ()), args.policy, say=_say)
-    miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
-    conn = connect(resolve_store(args.store, config), create=False)
-    lease = Lease(conn, role=EVALUATE, ruleset=ruleset_digest(rules, config.rules))
-    totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0, "proposals": 0}
+    Following, a store error (locked, full, I/O) ends one connection's worth
+    of evaluating, not the command: it says why on stderr and starts again on
+    a new connection (:class:`~engine.rules.authority.recovery.FaultRide`, as
+    serve and the console do).
+    """
 
-    def maybe_mine() -> None:
-        """Configured miners run in the acting evaluator, hourly in journal time."""
-        found = mine_if_due(miners, conn, followed.rules, followed.config.rules)
-        if found:
-            stored = [p for p in found if p.proposal is not None]
-            totals["proposals"] += len(stored)
-            for pattern in stored:
-                sys.stderr.write(
-                    f"miner {pattern.miner}: proposed {pattern.rule} "
-                    f"(#{pattern.proposal.id if pattern.proposal else '?'}, notify)\n"
-                )
+    def __init__(self, args: argparse.Namespace) -> None:
+        from engine.config import resolve_store
+        from engine.policy.schedule import MinerSchedule, check_miner_names
+        from engine.rules.language.model import LoadResult
+        from engine.rules.language.sources import FollowedRules
 
-    def build() -> Any:
+        self.args = args
+        self.open_live = _open_live()
+        config, rules = _load(args)
+        self.followed = FollowedRules(
+            config, LoadResult(tuple(rules), (), ()), args.policy, say=_say
+        )
+        self.miners = MinerSchedule(check_miner_names(config.rule_miners, str(config.source)))
+        self.store = resolve_store(args.store, config)
+        self.totals = {"rows": 0, "fires": 0, "rule_errors": 0, "store_errors": 0, "proposals": 0}
+        self.conn: Any = None
+        self.lease: Any = None
+        self.ride: Any = None
+
+    def _open(self) -> None:
+        from engine.rules.authority.lease import EVALUATE, Lease, ruleset_digest
+        from engine.store.db import connect
+
+        self.conn = connect(self.store, create=False)
+        followed = self.followed
+        self.lease = Lease(
+            self.conn, role=EVALUATE, ruleset=ruleset_digest(followed.rules, followed.config.rules)
+        )
+
+    def _close(self) -> None:
+        import contextlib
+        import sqlite3
+
+        if self.conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.close()
+        self.conn = self.lease = None
+
+    def build(self) -> Any:
+        from engine.rules.authority.lease import ruleset_digest
+
+        followed = self.followed
         if followed.changed.is_set() and followed.reload():
-            lease.set_ruleset(ruleset_digest(followed.rules, followed.config.rules))
-        evaluator, _hooks = open_live(conn, followed.rules, followed.config, lease=lease)
+            self.lease.set_ruleset(ruleset_digest(followed.rules, followed.config.rules))
+        evaluator, _hooks = self.open_live(
+            self.conn, followed.rules, followed.config, lease=self.lease
+        )
+        if self.ride is not None:
+            self.ride.working()
         return evaluator
 
-    def on_step(result: Any) -> None:
+    def _mine(self) -> None:
+        """Configured miners run in the acting evaluator, hourly in journal time."""
+        from engine.policy.schedule import mine_if_due
+
+        found = mine_if_due(self.miners, self.conn, self.followed.rules, self.followed.config.rules)
+        stored = [p for p in found if p.proposal is not None]
+        self.totals["proposals"] += len(stored)
+        for pattern in stored:
+            sys.stderr.write(
+                f"miner {pattern.miner}: proposed {pattern.rule} "
+                f"(#{pattern.proposal.id if pattern.proposal else '?'}, notify)\n"
+            )
+
+    def on_step(self, result: Any) -> None:
+        totals = self.totals
         totals["rows"] += result.rows
         totals["fires"] += len(result.fires)
         totals["rule_errors"] += len(result.rule_errors)
         totals["store_errors"] += len(result.store_errors)
         if result.rows:
-            maybe_mine()
-        if args.follow:
+            self._mine()
+        if self.args.follow:
             for fire in result.fires:
-                sys.stdout.write(_fire_line(fire, args.json) + "\n")
+                sys.stdout.write(_fire_line(fire, self.args.json) + "\n")
             for err in result.rule_errors:
                 sys.stderr.write(f"rule {err.rule} disabled at seq {err.seq}: {err.error}\n")
             sys.stdout.flush()
 
-    try:
-        if args.follow:
-            stop = threading.Event()
-            previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-            followed.watch(stop)
+    def follow(self) -> None:
+        """Evaluate rows as they commit until SIGTERM or Ctrl-C, through store faults."""
+        from engine.rules.authority.lease import serve
+        from engine.rules.authority.recovery import FaultRide
+
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        self.followed.watch(stop)
+        self.ride = FaultRide(
+            stop,
+            on_fault=lambda why: _say(f"store error: {why}; evaluating again on a new connection"),
+            on_recovered=lambda: _say("the store works again; evaluating"),
+        )
+
+        def attempt() -> None:
+            self._open()
             try:
-                serve(lease, build, stop, on_step=on_step, rebuild=followed.changed.is_set)
-            except KeyboardInterrupt:
-                stop.set()
+                serve(
+                    self.lease,
+                    self.build,
+                    stop,
+                    on_step=self.on_step,
+                    rebuild=self.followed.changed.is_set,
+                )
             finally:
-                signal.signal(signal.SIGTERM, previous)
-            acting = True
-        else:
+                self._close()
+
+        try:
+            self.ride.run(attempt)
+        except KeyboardInterrupt:
+            stop.set()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def once(self) -> dict[str, Any]:
+        """Evaluate every committed row after the cursor (when this one may act); the summary."""
+        from engine.rules.authority.lease import current_lease
+
+        self._open()
+        conn, lease = self.conn, self.lease
+        try:
             acting = lease.try_acquire()
             if acting:
                 try:
-                    evaluator = build()
+                    evaluator = self.build()
                     while True:
                         result = evaluator.step()
-                        on_step(result)
+                        self.on_step(result)
                         if result.rows == 0:
                             break
                 finally:
@@ -122,22 +197,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 holder = current_lease(conn)
                 who = holder.who if holder is not None else "another evaluator"
                 sys.stderr.write(f"{who} holds the evaluator lease; nothing evaluated here\n")
-        cursor = conn.execute("SELECT seq FROM rule_cursor WHERE name = 'live'").fetchone()
-        disabled: list[tuple[str, str, int]] = conn.execute(
-            "SELECT name, error, error_seq FROM rule_state WHERE state = 'disabled' ORDER BY name"
-        ).fetchall()
-    finally:
-        conn.close()
-    summary: dict[str, Any] = {
-        "acting": acting,
-        "rules": len(followed.rules),
-        **totals,
-        "cursor": int(cursor[0]) if cursor else 0,
-        "disabled": [{"rule": n, "error": e, "seq": s} for n, e, s in disabled],
-    }
-    if not args.follow:
-        _report(summary, as_json=args.json)
-    return EXIT_OK
+            cursor = conn.execute("SELECT seq FROM rule_cursor WHERE name = 'live'").fetchone()
+            disabled: list[tuple[str, str, int]] = conn.execute(
+                "SELECT name, error, error_seq FROM rule_state"
+                " WHERE state = 'disabled' ORDER BY name"
+            ).fetchall()
+        finally:
+            self._close()
+        return {
+            "acting": acting,
+            "rules": len(self.followed.rules),
+            **self.totals,
+            "cursor": int(cursor[0]) if cursor else 0,
+            "disabled": [{"rule": n, "error": e, "seq": s} for n, e, s in disabled],
+        }
 
 
 def _report(summary: dict[str, Any], *, as_json: bool) -> None:

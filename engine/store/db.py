@@ -96,9 +96,22 @@ def ensure_parent(target: Path) -> None:
         ) from None
 
 
+class StoreMissing(InputError):
+    """No store at the path (:func:`connect` with ``create=False`` or ``readonly``).
+
+    Its own class because a process that already worked on the store takes it
+    as a fault to wait out (the disk is away), not as the operator's mistake.
+    """
+
+
 def _no_store(target: Path, why: str = "") -> InputError:
     hint = f"run `harness demo --store {target}` or start writing"
-    return _error(target, "no store here" + (f": {why}" if why else ""), "No store", hint)
+    message = "no store here" + (f": {why}" if why else "")
+    return StoreMissing(
+        f"{target}: {message} ({hint})",
+        title="No store",
+        diagnostics=[Diagnostic(message, Location(str(target)), hint=hint)],
+    )
 
 
 def _uri(target: Path, mode: str) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from engine.errors import InputError
 from engine.rules.authority.recovery import FaultRide, Reconnect
+from engine.store.db import StoreMissing, connect
 
 FAST = (0.001, 0.004)
 
@@ -116,3 +118,22 @@ def test_a_stopped_ride_runs_nothing() -> None:
     attempt, calls = attempts(None)
     FaultRide(stop).run(attempt)
     assert calls[0] == 0
+
+
+def test_a_missing_store_is_an_error_at_first_and_a_fault_once_it_worked(tmp_path: Path) -> None:
+    """Never there: the operator's mistake, said at once. There before: its disk is away."""
+    gone = tmp_path / "gone.db"
+    with pytest.raises(StoreMissing) as caught:
+        connect(gone, create=False)
+    missing = caught.value
+    said: list[str] = []
+    attempt, calls = attempts(missing, None)
+    with pytest.raises(StoreMissing):
+        ride(said).run(attempt)
+    assert calls[0] == 1 and said == []
+
+    r = ride(said)
+    r.working()
+    attempt, calls = attempts(missing, None)
+    r.run(attempt)
+    assert calls[0] == 2 and len(said) == 1 and "no store here" in said[0]
