@@ -113,7 +113,12 @@ class ServeRuntime:
         self.evaluator_failure: str | None = None
         self.watermark = Watermark()
         self._stop = threading.Event()
-        self._ride = FaultRide(self._stop)  # replaced when the evaluator thread starts
+        self._ride = FaultRide(
+            self._stop,
+            on_fault=self._evaluator_failing,
+            on_recovered=self._evaluator_recovered,
+            backoff_s=EVAL_BACKOFF_S,
+        )
         self._wake = threading.Event()
         self.writer.on_commit.append(lambda _seq: self._wake.set())
         self._threads: list[threading.Thread] = []
@@ -287,20 +292,16 @@ class ServeRuntime:
     # -- threads -------------------------------------------------------------
     def _evaluate(self) -> None:
         """Act while holding the lease; ride out store errors on new connections."""
-
-        def failing(why: str) -> None:
-            self.evaluator_failure = why
-
-        def recovered() -> None:
-            self.evaluator_failure = None
-
-        self._ride = FaultRide(
-            self._stop, on_fault=failing, on_recovered=recovered, backoff_s=EVAL_BACKOFF_S
-        )
         try:
             self._ride.run(self._evaluate_once)
         except BaseException as exc:  # corrupt, or not the store's: /healthz says so, serve ends
             self.evaluator_error = exc
+
+    def _evaluator_failing(self, why: str) -> None:
+        self.evaluator_failure = why
+
+    def _evaluator_recovered(self) -> None:
+        self.evaluator_failure = None
 
     def _evaluate_once(self) -> None:
         from engine.rules.authority.lease import SERVE, ruleset_digest

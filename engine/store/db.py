@@ -63,8 +63,10 @@ def set_busy_timeout(conn: sqlite3.Connection, ms: int) -> None:
         conn.busy_ms = int(ms)
 
 
-def _error(target: object, message: str, title: str, hint: str = "") -> InputError:
-    return InputError(
+def _error(
+    target: object, message: str, title: str, hint: str = "", kind: type[InputError] = InputError
+) -> InputError:
+    return kind(
         f"{target}: {message}" + (f" ({hint})" if hint else ""),
         title=title,
         diagnostics=[Diagnostic(message, Location(str(target)), hint=hint)],
@@ -107,11 +109,7 @@ class StoreMissing(InputError):
 def _no_store(target: Path, why: str = "") -> InputError:
     hint = f"run `harness demo --store {target}` or start writing"
     message = "no store here" + (f": {why}" if why else "")
-    return StoreMissing(
-        f"{target}: {message} ({hint})",
-        title="No store",
-        diagnostics=[Diagnostic(message, Location(str(target)), hint=hint)],
-    )
+    return _error(target, message, "No store", hint, StoreMissing)
 
 
 def _uri(target: Path, mode: str) -> str:

@@ -142,13 +142,6 @@ def open_store(path: Path) -> sqlite3.Connection:
     return connect(path, check_same_thread=False)
 
 
-def store_error(exc: sqlite3.DatabaseError, path: Path) -> InputError:
-    """A store error met mid-read, as the message naming the store the console shows."""
-    from engine.store.db import store_fault
-
-    return store_fault(exc, path)
-
-
 @contextlib.contextmanager
 def store_session(path: Path) -> Iterator[sqlite3.Connection]:
     """:func:`open_store` for one worker's work, closed after it.
@@ -157,11 +150,13 @@ def store_session(path: Path) -> Iterator[sqlite3.Connection]:
     past the busy timeout) leaves as the InputError naming the store, which a
     console worker shows; a raw ``sqlite3`` error would end the console.
     """
+    from engine.store.db import store_fault
+
     conn = open_store(path)
     try:
         yield conn
     except sqlite3.DatabaseError as exc:
-        raise store_error(exc, path) from None
+        raise store_fault(exc, path) from None
     finally:
         with contextlib.suppress(sqlite3.Error):
             conn.close()

@@ -1,8 +1,9 @@
 """How an acting evaluator rides out its store's faults: new connection, back-off, say why.
 
-``harness serve`` and a console started with ``--act`` both run the live
-evaluator for hours on a store that can be locked, full, read-only, or
-answer I/O errors and then come back. For both, such an error must end one
+``harness serve``, ``harness evaluate --follow`` and a console started with
+``--act`` run the live evaluator for hours on a store that can be locked,
+full, read-only, or answer I/O errors and then come back. For each, such an
+error must end one
 attempt (one connection's worth of :func:`~engine.rules.authority.lease.serve`),
 not the evaluator: it says why, waits (doubling), and starts again on a new
 connection, until the attempt works again. A store missing from its path
