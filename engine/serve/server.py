@@ -170,6 +170,10 @@ async def _serve(
     fatal = await _until_stopped(stop, runtime)
     sys.stderr.write("harness serve: stopping (committing what is queued, releasing the lease)\n")
     server.close()
+    # Requests already sent on a kept-alive connection but not yet read would
+    # look idle to the shutdown and be cut off: let the loop read them first,
+    # so they are in progress, and answered, when the connections close.
+    await asyncio.sleep(SHUTDOWN_READ_S)
     await runner.cleanup()
     drain_s = config.serve.drain_timeout_ms / 1000
     await loop.run_in_executor(None, partial(runtime.close, drain_s))
@@ -184,6 +188,8 @@ async def _serve(
     return 0
 
 
+#: At SIGTERM, how long the loop reads requests already sent before connections close.
+SHUTDOWN_READ_S = 0.1
 #: Container allocations between young collections (CPython's default: 700).
 GC_YOUNG_THRESHOLD = 20_000
 
