@@ -115,7 +115,11 @@ def test_pipelined_replays_read_the_same_rows_and_fire_the_same(
     assert _producers() == [] and _temp_tables(conn) == []
 
 
-def test_the_tally_rows_merge_into_the_chunks_in_seq_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("producers", [1, 2, 3])
+def test_the_tally_rows_merge_into_the_chunks_in_seq_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, producers: int
+) -> None:
+    monkeypatch.setattr(pipeline, "PRODUCERS", producers)  # chunks taken from each in turn
     conn = connect(edit_journal(tmp_path / "m.db", n=600), readonly=True)
     rules = [edited("by_path", f"{EDITED} && {BY_PATH}"), edited("churn", CHURN)]
     rng = resolve_range(conn)
@@ -210,7 +214,7 @@ def test_a_producer_error_is_raised_in_the_replay_as_the_same_error(
     conn = connect(edit_journal(tmp_path / "e.db"), readonly=True)
     with pytest.raises(sqlite3.DatabaseError, match=r"^database disk image is malformed$"):
         run_backtest(conn, _rules(), resolve_range(conn), pipeline=True)
-    assert _Failing.chunks == 3  # it failed in the producer, not before it started
+    assert _Failing.chunks >= 3  # it failed in a producer, not before they started
     assert _producers() == [] and _temp_tables(conn) == []
     # The connection is fine afterwards, and a replay without the producer still works.
     assert run_backtest(conn, _rules(), resolve_range(conn), pipeline=False).fires
@@ -236,7 +240,7 @@ def test_the_cli_reports_a_producer_error_like_any_read_error(
     )
     code = harness(["rules", "backtest", str(rules), "--json", "--store", str(path)])
     err = capsys.readouterr().err
-    assert code == 2 and _Failing.chunks == 3
+    assert code == 2 and _Failing.chunks >= 3
     assert f"{path}: cannot read the journal: database disk image is malformed" in err
     assert "Traceback" not in err
     assert _producers() == []
@@ -305,8 +309,9 @@ def test_closing_interrupts_a_statement_in_progress(
     assert _Announcing.running.wait(timeout=30)
     stream.close()  # returns once the statement is interrupted, not when it would end
     assert _producers() == []
-    with pytest.raises(sqlite3.ProgrammingError):  # and its connection is closed
-        stream._other.execute("SELECT 1")
+    for producer in stream._producers:  # and their connections are closed
+        with pytest.raises(sqlite3.ProgrammingError):
+            producer.conn.execute("SELECT 1")
 
 
 @pytest.fixture
