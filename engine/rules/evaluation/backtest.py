@@ -335,7 +335,7 @@ def _replay(
         stream = start_pipeline(conn, cplan, plan.tallies, plan.tables, first_last,
                                 rows=seq_range.rows, force=bool(run.pipeline))  # fmt: skip
     try:
-        plan.open(conn)
+        plan.open(conn, None if stream is None else stream.tally_spans)
         if seq_range.rows:
             done, cancelled = _read(conn, core, host, hooks, seq_range, plan, cplan, stream,
                                     run, fires)  # fmt: skip

@@ -32,8 +32,16 @@ How, and why this way:
   are left out of the pass: their rows are read by seq once the tallies have
   run, and merged in, so the pass starts before the tallies and runs beside
   them. The union of both is exactly the plan's union of terms.
-- At most :data:`BUDGET` bytes of chunks wait in the queues whatever the
-  consumer does. :meth:`PipelinedCandidates.close` stops the producers at once
+- The first producer reads the tallies' rows before its share of the pass,
+  as columns (:mod:`~engine.rules.evaluation.tally_columns`), so SQLite's
+  part of that read runs beside this thread's, which only decodes them and
+  counts (30 rules on the 45-day demo journal: 318k file edits, about half a
+  second of SQLite off this thread). :meth:`PipelinedCandidates.tally_spans`
+  hands them over, tally by tally, before any candidate chunk.
+- Producers claim chunks in order as they come free, so the one that read
+  the tallies' rows first takes fewer. At most :data:`BUDGET` bytes of chunks
+  wait whatever the consumer does, besides the chunk it waits for.
+  :meth:`PipelinedCandidates.close` stops the producers at once
   (``interrupt``), and a producer waiting for room gives up when told to stop.
   An error in a producer is raised here, the same ``sqlite3`` exception,
   where its chunk would have been read.
@@ -48,7 +56,6 @@ of the journal), so two connections read the same rows.
 from __future__ import annotations
 
 import contextlib
-import queue
 import sqlite3
 import threading
 import time
@@ -61,6 +68,7 @@ from engine.errors import HarnessError
 from engine.rules.evaluation.candidates import CandidatePlan
 from engine.rules.evaluation.rows_json import EXACT, decoded
 from engine.rules.evaluation.shape_tables import ShapeTable
+from engine.rules.evaluation.tally_columns import TallyFeed
 from engine.rules.evaluation.window import ROW_SELECT, ROW_VALUES
 
 if TYPE_CHECKING:
@@ -94,41 +102,66 @@ Row = tuple[Any, ...]
 
 
 class _Producer:
-    """One producer thread: its connection, and the chunks it read that wait for the consumer.
-
-    Each producer has its own byte budget and lets one chunk through however
-    large, so the consumer, waiting on one producer, never waits on a producer
-    that waits for room the other one holds.
-    """
+    """One producer thread and its own connection."""
 
     def __init__(self, conn: sqlite3.Connection, produce: Callable[[_Producer], None]) -> None:
         self.conn = conn
-        self.queue: queue.Queue[tuple[Any, int]] = queue.Queue()
-        self.room = threading.Condition()
-        self.queued = 0  # bytes waiting in the queue
         # A daemon never keeps a process alive; ``close`` joins it.
         self.thread = threading.Thread(target=produce, args=(self,), name=PRODUCER, daemon=True)
 
-    def put(self, item: Any, size: int, stop: threading.Event, budget: int) -> None:
-        with self.room:
-            while self.queued and self.queued + size > budget and not stop.is_set():
-                self.room.wait(_POLL_S)
-            if stop.is_set():
-                return
-            self.queued += size
-        self.queue.put((item, size))
 
-    def get(self) -> Any:
-        while True:
-            try:
-                item, size = self.queue.get(timeout=_POLL_S)
-            except queue.Empty:
-                if not self.thread.is_alive() and self.queue.empty():
-                    raise RuntimeError("the backtest's candidate reader stopped") from None
-                continue
-            with self.room:
-                self.queued -= size
-                self.room.notify()
+class _Chunks:
+    """The chunks of the pass: claimed by producers in order, read, taken by the consumer.
+
+    Producers claim the next chunk when they are free, so one that started
+    late (the first reads the tallies' rows first) takes fewer. The chunks
+    waiting for the consumer share :data:`BUDGET` bytes, except the one the
+    consumer waits for: it always goes in, so no producer ever waits for room
+    that only the consumer can make while the consumer waits for it.
+    """
+
+    def __init__(self, count: int, stop: threading.Event) -> None:
+        self.count = count
+        self._stop = stop
+        self._next = 0  # the next chunk a producer claims
+        self._want = 0  # the chunk the consumer waits for
+        self._ready: dict[int, tuple[Any, int]] = {}
+        self._bytes = 0
+        self._cond = threading.Condition()
+
+    def claim(self) -> int | None:
+        with self._cond:
+            if self._next >= self.count or self._stop.is_set():
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def put(self, j: int, item: Any, size: int) -> None:
+        with self._cond:
+            while (
+                j != self._want
+                and self._bytes
+                and self._bytes + size > BUDGET
+                and not self._stop.is_set()
+            ):
+                self._cond.wait(_POLL_S)
+            if self._stop.is_set():
+                return
+            self._ready[j] = (item, size)
+            self._bytes += size
+            self._cond.notify_all()
+
+    def take(self, j: int, alive: Callable[[], bool]) -> Any:
+        with self._cond:
+            self._want = j
+            self._cond.notify_all()
+            while j not in self._ready:
+                if not alive():
+                    raise RuntimeError("the backtest's candidate reader stopped")
+                self._cond.wait(_POLL_S)
+            item, size = self._ready.pop(j)
+            self._bytes -= size
+            self._cond.notify_all()
             return item
 
 
@@ -137,8 +170,8 @@ class PipelinedCandidates:
 
     Built by :func:`start_pipeline`; :meth:`rows` yields the rows (call it
     after the tallies ran on ``conn``), :meth:`close` ends the producers.
-    Producer ``k`` of ``n`` reads chunks ``k``, ``k + n``, …; the consumer
-    takes them in turn, so the rows come in seq order.
+    The consumer takes the chunks by index, so the rows come in seq order
+    whichever producer read each.
     """
 
     def __init__(
@@ -164,7 +197,9 @@ class PipelinedCandidates:
         read = " ".join([self._where[0], *(sql for sql, _ in plan.columns)])
         self._tables = [t for t in tables if t[0].name in read]
         self._stop = threading.Event()
-        self._budget = max(1, BUDGET // len(others))
+        count = (self._last - self._first) // CHUNK + 1 if self._last >= self._first else 0
+        self._chunks = _Chunks(count, self._stop)
+        self._tally_feed = TallyFeed(tallies)
         self._producers = [_Producer(other, self._produce) for other in others]
         for producer in self._producers:
             producer.thread.start()
@@ -189,36 +224,43 @@ class PipelinedCandidates:
         return sql, tuple(v for _, vs in answers for v in vs)
 
     def _produce(self, producer: _Producer) -> None:
-        k = self._producers.index(producer)
         other = producer.conn
+        j = None
         try:
+            if producer is self._producers[0]:  # the tallies' rows: the replay reads them first
+                self._tally_feed.read(other, self._stop)
             for table, after_at, last_seq, indexes in self._tables:
                 table.create(other, after_at, last_seq, indexes)
             sql, head = self._chunk_sql()
             values = self._where[1]
-            lo = self._first + k * CHUNK
-            stride = len(self._producers) * CHUNK
-            while lo <= self._last and not self._stop.is_set():
+            while (j := self._chunks.claim()) is not None:
+                lo = self._first + j * CHUNK
                 hi = min(self._last, lo + CHUNK - 1)
                 found, rows = other.execute(sql, (*head, lo, hi, *values)).fetchone()
                 size = len(rows or b"") + len(found or "")
-                producer.put((hi, found, rows), size, self._stop, self._budget)
-                lo += stride
+                self._chunks.put(j, (hi, found, rows), size)
         except BaseException as exc:  # handed to the consumer, which raises it
             if not self._stop.is_set():
-                producer.put(exc, 0, self._stop, self._budget)
+                if j is None:
+                    j = self._chunks.claim()  # raised where the next chunk would be read
+                if j is not None:
+                    self._chunks.put(j, exc, 0)
+                self._tally_feed.fail(exc)
 
     # -- the consumer (the replay's thread) ---------------------------------------
+
+    def tally_spans(self, i: int) -> Generator[Any, None, None]:
+        """Tally ``i``'s rows as the first producer read them (see :class:`TallyFeed`)."""
+        return self._tally_feed.spans(i, self._producers[0].thread.is_alive)
 
     def rows(self) -> Generator[Row, None, None]:
         """The plan's rows in seq order (``ROW_SELECT``'s columns, then the answer columns)."""
         tallied = self._tallied_seqs()
         done = 0  # tallied seqs merged so far
-        chunks = (self._last - self._first) // CHUNK + 1 if self._last >= self._first else 0
-        n = len(self._producers)
+        chunks = self._chunks.count
         for j in range(chunks + 1):
             if j < chunks:
-                item = self._producers[j % n].get()
+                item = self._chunks.take(j, self._alive)
                 if isinstance(item, BaseException):
                     raise item
                 hi, found, blob = item
@@ -235,6 +277,9 @@ class PipelinedCandidates:
                 yield from sorted(merged.values(), key=_SEQ)
             elif rows:
                 yield from rows
+
+    def _alive(self) -> bool:
+        return any(p.thread.is_alive() for p in self._producers)
 
     def _fetch(self, seqs: Sequence[int]) -> Iterable[Row]:
         """The rows with these seqs (ascending), read with the replay's own ``SELECT``."""

@@ -25,7 +25,7 @@ buckets, and an SQL gate is exactly the gate the evaluator tests.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -97,12 +97,25 @@ class ReplayPlan:
     #: shapes are in ``sql_shapes`` too (the journal answers what a tally cannot).
     tallies: tuple[tuple[Tally, int, int, int], ...] = ()
 
-    def open(self, conn: sqlite3.Connection) -> None:
-        """Create the shape tables (a pass over each shape's rows, in C) and run the tallies."""
+    def open(
+        self,
+        conn: sqlite3.Connection,
+        spans: Callable[[int], Generator[Any, None, None]] | None = None,
+    ) -> None:
+        """Create the shape tables (a pass over each shape's rows, in C) and run the tallies.
+
+        ``spans(i)`` gives tally ``i``'s rows as a producer thread read them
+        (:meth:`~engine.rules.evaluation.pipeline.PipelinedCandidates.tally_spans`).
+        """
         for table, after_at, last_seq, indexes in self.tables:
             table.create(conn, after_at, last_seq, indexes)
-        for tally, after_at, first_seq, last_seq in self.tallies:
-            tally.run(conn, after_at, first_seq, last_seq)
+        for i, (tally, after_at, first_seq, last_seq) in enumerate(self.tallies):
+            read = None if spans is None else spans(i)
+            try:
+                tally.run(conn, after_at, first_seq, last_seq, read)
+            finally:
+                if read is not None:
+                    read.close()
 
     def close(self, conn: sqlite3.Connection) -> None:
         for table, *_ in self.tables:

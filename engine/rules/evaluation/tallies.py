@@ -24,6 +24,10 @@ the rule is decided on, its call is exactly the tally's bucket for that row,
 and a row the tally leaves out is a row where a gate fails. Any other call
 (a hold re-evaluated at a tick with an older row's values) is not the
 tally's: the host asks SQL on the journal, as for any SQL-served shape.
+
+In a pipelined replay the first producer thread has read the rows already,
+as columns (:mod:`engine.rules.evaluation.tally_columns`); :meth:`Tally.run`
+counts those, or reads the rows itself where the columns cannot carry one.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ import os
 import sqlite3
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from engine.rules.evaluation import tally_columns
 from engine.rules.evaluation.window import COL, SWEEP_EVERY, bucket_index
 from engine.rules.language.gates import Gate, count_test
 from engine.rules.language.model import SATURATION, CompiledRule
@@ -79,39 +84,88 @@ class Tally:
         """The candidate query's test for ``rule``: its gates on these shapes pass at the row."""
         return (f"rule_journal.seq IN (SELECT seq FROM {self.tables[rule]})", ())
 
-    def run(self, conn: sqlite3.Connection, after_at: int, first_seq: int, last_seq: int) -> None:
+    def names(self) -> list[str]:
+        """The columns a row is read with, after seq and at (see :meth:`run`)."""
+        # A key column the filter pins to one value is the same on every row: left out.
+        fixed = {name for name, allowed in self.filters if len(allowed) == 1}
+        return sorted({c for k in self._shapes(fixed) for c in (*k[0], *([k[1]] if k[1] else []))})
+
+    def _shapes(self, fixed: set[str]) -> list[ShapeKey]:
+        return [(tuple(k for k in key[0] if k not in fixed), key[1], key[2]) for key in self.keys]
+
+    def column_statement(self) -> tuple[str, tuple[Any, ...]]:
+        """The statement a producer reads this tally's rows with, a span of time at a time."""
+        names = self.names()
+        return tally_columns.statement(names, sorted({*names, *self._used()}), self.filters)
+
+    def run(
+        self,
+        conn: sqlite3.Connection,
+        after_at: int,
+        first_seq: int,
+        last_seq: int,
+        spans: Iterator[Any] | None = None,
+    ) -> bool:
         """Read the rows (``at > after_at``, ``seq <= last_seq``); keep answers from ``first_seq``.
 
+        ``spans`` are the rows as a producer read them in columns
+        (:mod:`engine.rules.evaluation.tally_columns`); without them, or when
+        they cannot carry a row exactly, the rows are read here row by row.
         Rows go through in batches, each batch through one shape's buckets
         after the other (the shapes' buckets are independent), so Python runs
         one call per row and shape; the rules' tests then run on the answers.
+        True when the rows came from ``spans``.
         """
+        names = self.names()
+        if spans is not None:
+            try:
+                self._count(conn, names, first_seq, tally_columns.batches(spans, SWEEP_EVERY))
+                return True
+            except tally_columns.Unreadable:
+                pass
+        self._count(conn, names, first_seq, self._row_batches(conn, names, after_at, first_seq,
+                                                              last_seq))  # fmt: skip
+        return False
+
+    def _row_batches(
+        self, conn: sqlite3.Connection, names: Sequence[str], after_at: int, first: int, last: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        for part in ((0, first - 1), (first, last)):
+            rows = self._rows(conn, names, after_at, *part)
+            while batch := rows.fetchmany(SWEEP_EVERY):
+                yield batch
+
+    def _count(
+        self,
+        conn: sqlite3.Connection,
+        names: Sequence[str],
+        first_seq: int,
+        batches: Iterable[list[tuple[Any, ...]]],
+    ) -> None:
+        """Run ``batches`` (rows in seq order) through the buckets, then fill the rules' tables."""
         self._seqs = array("q")
         self._values = {key: array("q") for key in self.keys}
-        # A key column the filter pins to one value is the same on every row: left out.
         fixed = {name for name, allowed in self.filters if len(allowed) == 1}
-        shapes = [(tuple(k for k in key[0] if k not in fixed), key[1], key[2]) for key in self.keys]
-        names = sorted({c for k in shapes for c in (*k[0], *([k[1]] if k[1] else []))})
         pos = {name: i + 2 for i, name in enumerate(names)}
-        buckets = [bucket_index(*shape, pos) for shape in shapes]
+        buckets = [bucket_index(*shape, pos) for shape in self._shapes(fixed)]
         adders = [b.add_count for b in buckets]
         values = [self._values[k] for k in self.keys]
         undecided: list[int] = []
-        for warm, first, last in ((True, 0, first_seq - 1), (False, first_seq, last_seq)):
-            rows = self._rows(conn, names, after_at, first, last)
-            while batch := rows.fetchmany(SWEEP_EVERY):
+        for rows in batches:
+            cut = 0 if rows[0][0] >= first_seq else bisect_left(rows, first_seq, key=_SEQ)
+            if cut:  # rows before the range only warm the buckets
+                for add in adders:
+                    for _ in map(add, rows[:cut]):
+                        pass
+            batch = rows[cut:] if cut else rows
+            if batch:
                 for add, kept in zip(adders, values, strict=True):
-                    if warm:
-                        for _ in map(add, batch):
-                            pass
-                    else:
-                        kept.extend(map(add, batch))
-                for bucket in buckets:  # drop expired entries of buckets no row touched
-                    bucket.sweep(batch[-1][1])
-                if not warm:
-                    self._seqs.extend(map(_SEQ, batch))
-                    if not all(map(_STRINGS, batch)):
-                        undecided += [row[0] for row in batch if not row[-1]]
+                    kept.extend(map(add, batch))
+                self._seqs.extend(map(_SEQ, batch))
+                if not all(map(_STRINGS, batch)):
+                    undecided += [row[0] for row in batch if not row[-1]]
+            for bucket in buckets:  # drop expired entries of buckets no row touched
+                bucket.sweep(rows[-1][1])
         self._keep(conn, undecided)
 
     def _keep(self, conn: sqlite3.Connection, undecided: list[int]) -> None:
@@ -140,14 +194,17 @@ class Tally:
         """
         where, params = Term(self.filters).sql()
         columns = "".join(f", COALESCE({c}, '')" for c in names)
-        used = sorted({v for gs in self.gates.values() for g in gs for _, (t, v) in g.selector
-                       if t == "row"})  # fmt: skip
-        flag = " AND ".join(f"typeof({c}) IN ('text', 'null')" for c in used) or "1"
+        flag = " AND ".join(f"typeof({c}) IN ('text', 'null')" for c in self._used()) or "1"
         return conn.execute(
             f"SELECT seq, at{columns}, {flag} FROM rule_journal"
             f" WHERE at > ? AND seq BETWEEN ? AND ? AND {where} ORDER BY seq",
             (after_at, first, last, *params),
         )
+
+    def _used(self) -> list[str]:
+        """The columns a gate's selector takes a row's value from."""
+        return sorted({v for gs in self.gates.values() for g in gs for _, (t, v) in g.selector
+                       if t == "row"})  # fmt: skip
 
     def answer(
         self, key: ShapeKey, row: Sequence[Any] | None, selector: Mapping[str, str], now: int
