@@ -80,7 +80,7 @@ CHUNK = 16_384
 BUDGET = 16 << 20
 #: Seqs per read of rows by seq (one cached statement: a shorter list is padded).
 FETCH = 500
-#: Producer threads, each on its own connection reading every PRODUCERS-th chunk: SQLite
+#: Producer threads, each on its own connection, claiming chunks as they come free: SQLite
 #: lets go of the GIL while it steps, so with this thread's Python they fill two cores.
 PRODUCERS = 2
 #: The producer connection's page cache (KiB); SQLite's default is 2,000.

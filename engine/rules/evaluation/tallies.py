@@ -86,11 +86,11 @@ class Tally:
 
     def names(self) -> list[str]:
         """The columns a row is read with, after seq and at (see :meth:`run`)."""
-        # A key column the filter pins to one value is the same on every row: left out.
-        fixed = {name for name, allowed in self.filters if len(allowed) == 1}
-        return sorted({c for k in self._shapes(fixed) for c in (*k[0], *([k[1]] if k[1] else []))})
+        return sorted({c for k in self._shapes() for c in (*k[0], *([k[1]] if k[1] else []))})
 
-    def _shapes(self, fixed: set[str]) -> list[ShapeKey]:
+    def _shapes(self) -> list[ShapeKey]:
+        """The shapes as the buckets key them: without a column the filter pins to one value."""
+        fixed = {name for name, allowed in self.filters if len(allowed) == 1}
         return [(tuple(k for k in key[0] if k not in fixed), key[1], key[2]) for key in self.keys]
 
     def column_statement(self) -> tuple[str, tuple[Any, ...]]:
@@ -145,9 +145,8 @@ class Tally:
         """Run ``batches`` (rows in seq order) through the buckets, then fill the rules' tables."""
         self._seqs = array("q")
         self._values = {key: array("q") for key in self.keys}
-        fixed = {name for name, allowed in self.filters if len(allowed) == 1}
         pos = {name: i + 2 for i, name in enumerate(names)}
-        buckets = [bucket_index(*shape, pos) for shape in self._shapes(fixed)]
+        buckets = [bucket_index(*shape, pos) for shape in self._shapes()]
         adders = [b.add_count for b in buckets]
         values = [self._values[k] for k in self.keys]
         undecided: list[int] = []
